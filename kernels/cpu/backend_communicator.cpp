@@ -1,0 +1,271 @@
+// BackendCommunicator: the library's collectives on top of a c10d::Backend.
+//
+// c10d backends differ in what they reduce: Gloo has no int16/uint16/uint32/uint64 arithmetic,
+// and the meaning of integer `avg` is backend-defined. So reductions are staged: the tensor on
+// the wire is chosen per dtype (complex as view_as_real, bool as uint8 with or/and semantics,
+// narrow or unsigned ints widened), avg travels as a sum and is divided afterwards (truncating
+// for integers, as NCCL does), and the result is copied back once the wire tensor is final.
+// Collectives that only move data never look at the dtype: they move rows of bytes, which is how
+// fp8, complex and bool travel on any backend.
+#include "kernels/cpu/backend_communicator.h"
+
+#include <ATen/ATen.h>
+
+namespace c10d_func {
+namespace {
+
+// The reduction c10d performs on the wire tensor.
+c10d::ReduceOp wire_reduce_op(ReduceOp reduce_op, bool is_bool) {
+  using Kind = c10d::ReduceOp::RedOpType;
+  if (is_bool) {
+    // bool as uint8 0/1: sum/max/bor are logical or, product/min/band logical and.
+    switch (reduce_op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kMax:
+      case ReduceOp::kBor:
+        return c10d::ReduceOp(Kind::MAX);
+      case ReduceOp::kProduct:
+      case ReduceOp::kMin:
+      case ReduceOp::kBand:
+        return c10d::ReduceOp(Kind::MIN);
+      case ReduceOp::kBxor:
+        return c10d::ReduceOp(Kind::BXOR);
+      case ReduceOp::kAvg:
+        break;
+    }
+    TORCH_INTERNAL_ASSERT(false, "avg on bool is rejected before it reaches a transport");
+  }
+  switch (reduce_op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      return c10d::ReduceOp(Kind::SUM);
+    case ReduceOp::kProduct:
+      return c10d::ReduceOp(Kind::PRODUCT);
+    case ReduceOp::kMin:
+      return c10d::ReduceOp(Kind::MIN);
+    case ReduceOp::kMax:
+      return c10d::ReduceOp(Kind::MAX);
+    case ReduceOp::kBand:
+      return c10d::ReduceOp(Kind::BAND);
+    case ReduceOp::kBor:
+      return c10d::ReduceOp(Kind::BOR);
+    case ReduceOp::kBxor:
+      return c10d::ReduceOp(Kind::BXOR);
+  }
+  TORCH_INTERNAL_ASSERT(false, "unknown ReduceOp");
+}
+
+// The dtype a reduction travels in; the same on every backend so results agree across them.
+c10::ScalarType wire_dtype(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::kBool:
+      return c10::kByte;
+    case c10::kShort:
+    case c10::kUInt16:
+      return c10::kInt;
+    case c10::kUInt32:
+    case c10::kUInt64:
+      // Two's-complement int64 gives the same bits for sum/product/bitwise; min/max of uint64
+      // values above 2**63 are the one case it cannot order (documented).
+      return c10::kLong;
+    default:
+      return dtype;
+  }
+}
+
+// A reduction's tensor on the wire and how to bring the result back into the caller's buffer.
+struct StagedReduction {
+  at::Tensor wire;
+  c10d::ReduceOp wire_op;
+  bool copy_back = false;
+  bool divide = false;
+
+  // Called once the wire tensor holds the reduced values.
+  void finish(const at::Tensor& buffer, int64_t group_size) const {
+    if (divide) {
+      if (c10::isIntegralType(wire.scalar_type(), /*includeBool=*/false)) {
+        wire.div_(group_size, "trunc");
+      } else {
+        wire.div_(group_size);
+      }
+    }
+    if (copy_back) {
+      buffer.copy_(wire);
+    }
+  }
+};
+
+StagedReduction stage(const at::Tensor& buffer, ReduceOp reduce_op) {
+  StagedReduction staged;
+  const auto dtype = buffer.scalar_type();
+  staged.wire_op = wire_reduce_op(reduce_op, dtype == c10::kBool);
+  staged.divide = reduce_op == ReduceOp::kAvg;
+  if (c10::isComplexType(dtype)) {
+    staged.wire = at::view_as_real(buffer); // shares storage: nothing to copy back
+  } else if (wire_dtype(dtype) != dtype) {
+    staged.wire = buffer.to(wire_dtype(dtype));
+    staged.copy_back = true;
+  } else {
+    staged.wire = buffer;
+  }
+  return staged;
+}
+
+// A contiguous tensor seen as [rows, bytes-per-row] uint8: what data-moving collectives send.
+at::Tensor as_byte_rows(const at::Tensor& tensor) {
+  TORCH_INTERNAL_ASSERT(tensor.is_contiguous());
+  const int64_t rows = tensor.dim() == 0 ? 1 : tensor.size(0);
+  const int64_t row_bytes = rows == 0
+      ? 0
+      : static_cast<int64_t>(tensor.numel() / rows) * static_cast<int64_t>(tensor.element_size());
+  // from_blob-free reinterpretation: a uint8 view over the same storage and offset.
+  return at::empty({0}, tensor.options().dtype(at::kByte))
+      .set_(
+          tensor.storage(),
+          tensor.storage_offset() * static_cast<int64_t>(tensor.element_size()),
+          {rows, row_bytes},
+          {row_bytes, 1});
+}
+
+class BackendCommunicator final : public Communicator {
+ public:
+  explicit BackendCommunicator(c10::intrusive_ptr<c10d::Backend> backend)
+      : backend_(std::move(backend)) {}
+
+  int64_t rank() const override { return backend_->getRank(); }
+  int64_t size() const override { return backend_->getSize(); }
+  std::string backend_name() const override { return backend_->getBackendName(); }
+
+  Completion all_reduce(const at::Tensor& buffer, ReduceOp reduce_op) override {
+    if (buffer.numel() == 0) {
+      return completed();
+    }
+    auto staged = stage(buffer, reduce_op);
+    std::vector<at::Tensor> tensors{staged.wire};
+    c10d::AllreduceOptions options;
+    options.reduceOp = staged.wire_op;
+    auto work = backend_->allreduce(tensors, options);
+    return finish_after(work, buffer, staged);
+  }
+
+  Completion all_gather(const at::Tensor& output, const at::Tensor& input) override {
+    if (input.numel() == 0) {
+      return completed();
+    }
+    auto out_bytes = as_byte_rows(output).view({-1});
+    auto in_bytes = as_byte_rows(input).view({-1});
+    return backend_->_allgather_base(out_bytes, in_bytes)->getFuture();
+  }
+
+  Completion reduce_scatter(const at::Tensor& output, const at::Tensor& input, ReduceOp reduce_op)
+      override {
+    if (input.numel() == 0) {
+      return completed();
+    }
+    auto staged_out = stage(output, reduce_op);
+    auto wire_in = stage(input, reduce_op).wire;
+    c10d::ReduceScatterOptions options;
+    options.reduceOp = staged_out.wire_op;
+    auto wire_out = staged_out.wire;
+    auto work = backend_->_reduce_scatter_base(wire_out, wire_in, options);
+    return finish_after(work, output, staged_out);
+  }
+
+  Completion all_to_all(
+      const at::Tensor& output,
+      const at::Tensor& input,
+      std::vector<int64_t> output_split_sizes,
+      std::vector<int64_t> input_split_sizes) override {
+    auto out_bytes = as_byte_rows(output);
+    auto in_bytes = as_byte_rows(input);
+    auto work = backend_->alltoall_base(
+        out_bytes, in_bytes, output_split_sizes, input_split_sizes, c10d::AllToAllOptions());
+    return work->getFuture();
+  }
+
+  Completion broadcast(const at::Tensor& buffer, int64_t root) override {
+    if (buffer.numel() == 0) {
+      return completed();
+    }
+    std::vector<at::Tensor> tensors{as_byte_rows(buffer).view({-1})};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    return backend_->broadcast(tensors, options)->getFuture();
+  }
+
+  Completion reduce(const at::Tensor& buffer, int64_t root, ReduceOp reduce_op) override {
+    if (buffer.numel() == 0) {
+      return completed();
+    }
+    auto staged = stage(buffer, reduce_op);
+    std::vector<at::Tensor> tensors{staged.wire};
+    c10d::ReduceOptions options;
+    options.reduceOp = staged.wire_op;
+    options.rootRank = root;
+    auto work = backend_->reduce(tensors, options);
+    return finish_after(work, buffer, staged);
+  }
+
+  Completion gather(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
+    if (input.numel() == 0) {
+      return completed();
+    }
+    std::vector<at::Tensor> inputs{as_byte_rows(input).view({-1})};
+    std::vector<std::vector<at::Tensor>> outputs;
+    if (rank() == root) {
+      outputs.emplace_back(member_slices(output));
+    }
+    c10d::GatherOptions options;
+    options.rootRank = root;
+    return backend_->gather(outputs, inputs, options)->getFuture();
+  }
+
+  Completion scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
+    if (output.numel() == 0) {
+      return completed();
+    }
+    std::vector<at::Tensor> outputs{as_byte_rows(output).view({-1})};
+    std::vector<std::vector<at::Tensor>> inputs;
+    if (rank() == root) {
+      inputs.emplace_back(member_slices(input));
+    }
+    c10d::ScatterOptions options;
+    options.rootRank = root;
+    return backend_->scatter(outputs, inputs, options)->getFuture();
+  }
+
+ private:
+  // `stacked` cut on dim 0 into one flat byte slice per member.
+  std::vector<at::Tensor> member_slices(const at::Tensor& stacked) const {
+    auto rows = as_byte_rows(stacked);
+    std::vector<at::Tensor> slices;
+    for (const auto& chunk : rows.chunk(size(), 0)) {
+      slices.push_back(chunk.reshape({-1}));
+    }
+    return slices;
+  }
+
+  Completion finish_after(
+      const c10::intrusive_ptr<c10d::Work>& work,
+      const at::Tensor& buffer,
+      const StagedReduction& staged) const {
+    auto upstream = work->getFuture();
+    if (!staged.divide && !staged.copy_back) {
+      return upstream;
+    }
+    return then_run(upstream, [buffer, staged, group_size = size()] {
+      staged.finish(buffer, group_size);
+    });
+  }
+
+  c10::intrusive_ptr<c10d::Backend> backend_;
+};
+
+} // namespace
+
+std::shared_ptr<Communicator> make_backend_communicator(c10::intrusive_ptr<c10d::Backend> backend) {
+  TORCH_INTERNAL_ASSERT(backend, "make_backend_communicator needs a backend");
+  return std::make_shared<BackendCommunicator>(std::move(backend));
+}
+
+} // namespace c10d_func

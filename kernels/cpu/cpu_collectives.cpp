@@ -1,0 +1,366 @@
+// CPU kernels of every c10d_func operator. Each one checks its own arguments, allocates a fresh
+// contiguous output (shapes from ops/shape_rules, the same the Meta kernels give), issues the
+// collective on the chunk's communicator and returns at once; the output is recorded as pending
+// until wait_tensor, which blocks the host until the collective is done.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include "ops/collective_call.h"
+#include "ops/pending_work.h"
+#include "ops/reduce_op.h"
+#include "ops/shape_rules.h"
+
+#include <string_view>
+
+namespace c10d_func {
+namespace {
+
+constexpr auto kCPU = c10::DeviceType::CPU;
+
+std::vector<int64_t> concrete(const SymShape& shape) {
+  std::vector<int64_t> sizes;
+  sizes.reserve(shape.size());
+  for (const auto& size : shape) {
+    sizes.push_back(size.expect_int());
+  }
+  return sizes;
+}
+
+at::Tensor new_output(const SymShape& shape, const at::Tensor& like) {
+  return at::empty(concrete(shape), like.options().memory_format(at::MemoryFormat::Contiguous));
+}
+
+ReduceOp checked_reduce_op(std::string_view op, std::string_view name, const at::Tensor& self) {
+  const ReduceOp reduce_op = parse_reduce_op(op, name);
+  check_reduce_dtype(op, reduce_op, self.scalar_type());
+  return reduce_op;
+}
+
+void check_same_device(std::string_view op, at::TensorList tensors) {
+  for (const auto& tensor : tensors) {
+    TORCH_CHECK(
+        tensor.device() == tensors[0].device(), "c10d_func.", op,
+        ": argument 'self' mixes devices (", tensors[0].device(), " and ", tensor.device(),
+        "); a coalesced call runs on one device");
+  }
+}
+
+// Runs `buffer` (a contiguous copy or the tensor itself) through an in-place collective and, when
+// it is a copy, writes the result back into `target` once the collective is done.
+Completion into(const at::Tensor& target, const at::Tensor& buffer, const Completion& completion) {
+  if (buffer.is_same(target)) {
+    return completion;
+  }
+  return then_run(completion, [target, buffer] { target.copy_(buffer); });
+}
+
+at::Tensor all_reduce(
+    const at::Tensor& self,
+    c10::string_view reduce_op,
+    c10::string_view tag,
+    at::IntArrayRef ranks,
+    int64_t group_size) {
+  constexpr std::string_view kOp = "all_reduce";
+  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
+  const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
+  CollectiveCall call(kOp, kCPU, std::move(spec));
+  at::Tensor output = self.clone(at::MemoryFormat::Contiguous);
+  call.record(output, call.communicator().all_reduce(output, op));
+  return output;
+}
+
+at::Tensor& all_reduce_(
+    at::Tensor& self,
+    c10::string_view reduce_op,
+    c10::string_view tag,
+    at::IntArrayRef ranks,
+    int64_t group_size) {
+  constexpr std::string_view kOp = "all_reduce_";
+  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
+  const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
+  CollectiveCall call(kOp, kCPU, std::move(spec));
+  at::Tensor buffer = self.contiguous();
+  call.record(self, into(self, buffer, call.communicator().all_reduce(buffer, op)));
+  return self;
+}
+
+std::vector<at::Tensor> all_reduce_coalesced(
+    at::TensorList self,
+    c10::string_view reduce_op,
+    c10::string_view tag,
+    at::IntArrayRef ranks,
+    int64_t group_size) {
+  constexpr std::string_view kOp = "all_reduce_coalesced";
+  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
+  const ReduceOp op = parse_reduce_op(kOp, reduce_op);
+  for (const auto& tensor : self) {
+    check_reduce_dtype(kOp, op, tensor.scalar_type());
+  }
+  check_same_device(kOp, self);
+  std::vector<at::Tensor> outputs;
+  if (self.empty()) {
+    return outputs;
+  }
+  CollectiveCall call(kOp, kCPU, std::move(spec));
+  for (const auto& tensor : self) {
+    at::Tensor output = tensor.clone(at::MemoryFormat::Contiguous);
+    call.record(output, call.communicator().all_reduce(output, op));
+    outputs.push_back(std::move(output));
+  }
+  return outputs;
+}
+
+at::Tensor all_gather_one(const CollectiveCall& call, std::string_view op, const at::Tensor& self) {
+  at::Tensor input = self.contiguous();
+  at::Tensor output = new_output(gathered_shape(op, self.sym_sizes(), call.group_size()), self);
+  call.record(output, call.communicator().all_gather(output, input));
+  return output;
+}
+
+at::Tensor all_gather_into_tensor(
+    const at::Tensor& self,
+    c10::string_view tag,
+    at::IntArrayRef ranks,
+    int64_t group_size) {
+  constexpr std::string_view kOp = "all_gather_into_tensor";
+  CollectiveCall call(kOp, kCPU, GroupSpec::parse(kOp, tag, ranks, group_size));
+  return all_gather_one(call, kOp, self);
+}
+
+std::vector<at::Tensor> all_gather_into_tensor_coalesced(
+    at::TensorList self,
+    c10::string_view tag,
+    at::IntArrayRef ranks,
+    int64_t group_size) {
+  constexpr std::string_view kOp = "all_gather_into_tensor_coalesced";
+  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
+  check_same_device(kOp, self);
+  std::vector<at::Tensor> outputs;
+  if (self.empty()) {
+    return outputs;
+  }
+  CollectiveCall call(kOp, kCPU, std::move(spec));
+  for (const auto& tensor : self) {
+    outputs.push_back(all_gather_one(call, kOp, tensor));
+  }
+  return outputs;
+}
+
+at::Tensor reduce_scatter_one(
+    const CollectiveCall& call,
+    std::string_view op,
+    const at::Tensor& self,
+    ReduceOp reduce_op) {
+  at::Tensor input = self.contiguous();
+  at::Tensor output = new_output(scattered_shape(op, self.sym_sizes(), call.group_size()), self);
+  call.record(output, call.communicator().reduce_scatter(output, input, reduce_op));
+  return output;
+}
+
+at::Tensor reduce_scatter_tensor(
+    const at::Tensor& self,
+    c10::string_view reduce_op,
+    c10::string_view tag,
+    at::IntArrayRef ranks,
+    int64_t group_size) {
+  constexpr std::string_view kOp = "reduce_scatter_tensor";
+  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
+  const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
+  (void)scattered_shape(kOp, self.sym_sizes(), group_size); // shape errors before any world
+  CollectiveCall call(kOp, kCPU, std::move(spec));
+  return reduce_scatter_one(call, kOp, self, op);
+}
+
+std::vector<at::Tensor> reduce_scatter_tensor_coalesced(
+    at::TensorList self,
+    c10::string_view reduce_op,
+    c10::string_view tag,
+    at::IntArrayRef ranks,
+    int64_t group_size) {
+  constexpr std::string_view kOp = "reduce_scatter_tensor_coalesced";
+  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
+  const ReduceOp op = parse_reduce_op(kOp, reduce_op);
+  for (const auto& tensor : self) {
+    check_reduce_dtype(kOp, op, tensor.scalar_type());
+    (void)scattered_shape(kOp, tensor.sym_sizes(), group_size);
+  }
+  check_same_device(kOp, self);
+  std::vector<at::Tensor> outputs;
+  if (self.empty()) {
+    return outputs;
+  }
+  CollectiveCall call(kOp, kCPU, std::move(spec));
+  for (const auto& tensor : self) {
+    outputs.push_back(reduce_scatter_one(call, kOp, tensor, op));
+  }
+  return outputs;
+}
+
+std::vector<int64_t> even_splits(int64_t rows, int64_t group_size) {
+  return std::vector<int64_t>(group_size, rows / group_size);
+}
+
+at::Tensor all_to_all_single(
+    const at::Tensor& self,
+    at::OptionalIntArrayRef output_split_sizes,
+    at::OptionalIntArrayRef input_split_sizes,
+    c10::string_view tag,
+    at::IntArrayRef ranks,
+    int64_t group_size) {
+  constexpr std::string_view kOp = "all_to_all_single";
+  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
+  const auto shape = all_to_all_shape(
+      kOp, self.sym_sizes(),
+      output_split_sizes ? c10::OptionalArrayRef<c10::SymInt>(c10::fromIntArrayRefSlow(*output_split_sizes))
+                         : c10::nullopt,
+      input_split_sizes ? c10::OptionalArrayRef<c10::SymInt>(c10::fromIntArrayRefSlow(*input_split_sizes))
+                        : c10::nullopt,
+      group_size);
+  CollectiveCall call(kOp, kCPU, std::move(spec));
+  at::Tensor input = self.contiguous();
+  at::Tensor output = new_output(shape, self);
+  auto out_splits = output_split_sizes ? output_split_sizes->vec() : even_splits(output.size(0), group_size);
+  auto in_splits = input_split_sizes ? input_split_sizes->vec() : even_splits(input.size(0), group_size);
+  call.record(
+      output,
+      call.communicator().all_to_all(output, input, std::move(out_splits), std::move(in_splits)));
+  return output;
+}
+
+at::Tensor broadcast(
+    const at::Tensor& self,
+    int64_t src,
+    c10::string_view tag,
+    at::IntArrayRef ranks,
+    int64_t group_size) {
+  constexpr std::string_view kOp = "broadcast";
+  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
+  check_group_index(kOp, "src", src, group_size);
+  CollectiveCall call(kOp, kCPU, std::move(spec));
+  at::Tensor output = self.clone(at::MemoryFormat::Contiguous);
+  call.record(output, call.communicator().broadcast(output, src));
+  return output;
+}
+
+at::Tensor& broadcast_(
+    at::Tensor& self,
+    int64_t src,
+    c10::string_view tag,
+    at::IntArrayRef ranks,
+    int64_t group_size) {
+  constexpr std::string_view kOp = "broadcast_";
+  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
+  check_group_index(kOp, "src", src, group_size);
+  CollectiveCall call(kOp, kCPU, std::move(spec));
+  at::Tensor buffer = self.contiguous();
+  call.record(self, into(self, buffer, call.communicator().broadcast(buffer, src)));
+  return self;
+}
+
+at::Tensor reduce(
+    const at::Tensor& self,
+    c10::string_view reduce_op,
+    int64_t dst,
+    c10::string_view tag,
+    at::IntArrayRef ranks,
+    int64_t group_size) {
+  constexpr std::string_view kOp = "reduce";
+  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
+  const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
+  check_group_index(kOp, "dst", dst, group_size);
+  CollectiveCall call(kOp, kCPU, std::move(spec));
+  at::Tensor output = self.clone(at::MemoryFormat::Contiguous);
+  Completion done = call.communicator().reduce(output, dst, op);
+  if (call.index() != dst) {
+    // The transport may leave partial results on non-root members; the contract says zeros.
+    done = then_run(done, [output] { output.zero_(); });
+  }
+  call.record(output, done);
+  return output;
+}
+
+at::Tensor gather(
+    const at::Tensor& self,
+    int64_t dst,
+    c10::string_view tag,
+    at::IntArrayRef ranks,
+    int64_t group_size) {
+  constexpr std::string_view kOp = "gather";
+  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
+  check_group_index(kOp, "dst", dst, group_size);
+  CollectiveCall call(kOp, kCPU, std::move(spec));
+  const auto shape = concrete(gathered_shape(kOp, self.sym_sizes(), group_size));
+  const auto options = self.options().memory_format(at::MemoryFormat::Contiguous);
+  // Only dst receives; everyone else's output is defined as zeros.
+  at::Tensor output = call.index() == dst ? at::empty(shape, options) : at::zeros(shape, options);
+  call.record(output, call.communicator().gather(output, self.contiguous(), dst));
+  return output;
+}
+
+at::Tensor scatter(
+    const at::Tensor& self,
+    int64_t src,
+    c10::string_view tag,
+    at::IntArrayRef ranks,
+    int64_t group_size) {
+  constexpr std::string_view kOp = "scatter";
+  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
+  check_group_index(kOp, "src", src, group_size);
+  const auto shape = scattered_shape(kOp, self.sym_sizes(), group_size);
+  CollectiveCall call(kOp, kCPU, std::move(spec));
+  at::Tensor output = new_output(shape, self);
+  call.record(output, call.communicator().scatter(output, self.contiguous(), src));
+  return output;
+}
+
+at::Tensor permute(
+    const at::Tensor& self,
+    at::IntArrayRef src_dst,
+    c10::string_view tag,
+    at::IntArrayRef ranks,
+    int64_t group_size) {
+  constexpr std::string_view kOp = "permute";
+  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
+  const auto sender_of = check_permutation(kOp, src_dst, group_size);
+  CollectiveCall call(kOp, kCPU, std::move(spec));
+  at::Tensor input = self.contiguous();
+  at::Tensor output = at::empty_like(input, at::MemoryFormat::Contiguous);
+  const int64_t me = call.index();
+  // A permutation is an all-to-all where each member sends everything to one peer.
+  const int64_t rows = input.dim() == 0 ? 1 : input.size(0);
+  std::vector<int64_t> in_splits(group_size, 0);
+  std::vector<int64_t> out_splits(group_size, 0);
+  in_splits[src_dst[me]] = rows;
+  out_splits[sender_of[me]] = rows;
+  call.record(
+      output,
+      call.communicator().all_to_all(output, input, std::move(out_splits), std::move(in_splits)));
+  return output;
+}
+
+at::Tensor wait_tensor(const at::Tensor& self) {
+  wait_pending(self);
+  return self;
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(c10d_func, CPU, m) {
+  m.impl("all_reduce", &all_reduce);
+  m.impl("all_reduce_", &all_reduce_);
+  m.impl("all_reduce_coalesced", &all_reduce_coalesced);
+  m.impl("all_gather_into_tensor", &all_gather_into_tensor);
+  m.impl("all_gather_into_tensor_coalesced", &all_gather_into_tensor_coalesced);
+  m.impl("reduce_scatter_tensor", &reduce_scatter_tensor);
+  m.impl("reduce_scatter_tensor_coalesced", &reduce_scatter_tensor_coalesced);
+  m.impl("all_to_all_single", &all_to_all_single);
+  m.impl("broadcast", &broadcast);
+  m.impl("broadcast_", &broadcast_);
+  m.impl("reduce", &reduce);
+  m.impl("gather", &gather);
+  m.impl("scatter", &scatter);
+  m.impl("permute", &permute);
+  m.impl("wait_tensor", &wait_tensor);
+}
+
+} // namespace c10d_func

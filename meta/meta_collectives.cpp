@@ -1,0 +1,179 @@
+// Meta kernels: the output of every op with its exact shape, dtype and (contiguous) strides, and
+// no data or communication. They check every argument that needs no world (group structure,
+// reduce_op and dtype, src/dst, permutations, split sizes), so a traced program fails at trace
+// time where the real kernel would, and they never ask for the caller's rank, so FakeTensor
+// tracing works before any process group exists. SymInt throughout.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include "ops/group_spec.h"
+#include "ops/reduce_op.h"
+#include "ops/shape_rules.h"
+
+#include <string_view>
+
+namespace c10d_func {
+namespace {
+
+at::Tensor new_output(const SymShape& shape, const at::Tensor& like) {
+  return at::empty_symint(shape, like.options().memory_format(at::MemoryFormat::Contiguous));
+}
+
+at::Tensor same_shape_output(const at::Tensor& self) {
+  return new_output(SymShape(self.sym_sizes().begin(), self.sym_sizes().end()), self);
+}
+
+void check_reduction(std::string_view op, std::string_view name, at::TensorList tensors) {
+  const ReduceOp reduce_op = parse_reduce_op(op, name);
+  for (const auto& tensor : tensors) {
+    check_reduce_dtype(op, reduce_op, tensor.scalar_type());
+  }
+}
+
+at::Tensor all_reduce(const at::Tensor& self, c10::string_view reduce_op, c10::string_view tag,
+                      at::IntArrayRef ranks, int64_t group_size) {
+  GroupSpec::parse("all_reduce", tag, ranks, group_size);
+  check_reduction("all_reduce", reduce_op, self);
+  return same_shape_output(self);
+}
+
+at::Tensor& all_reduce_(at::Tensor& self, c10::string_view reduce_op, c10::string_view tag,
+                        at::IntArrayRef ranks, int64_t group_size) {
+  GroupSpec::parse("all_reduce_", tag, ranks, group_size);
+  check_reduction("all_reduce_", reduce_op, self);
+  return self;
+}
+
+std::vector<at::Tensor> all_reduce_coalesced(at::TensorList self, c10::string_view reduce_op,
+                                             c10::string_view tag, at::IntArrayRef ranks,
+                                             int64_t group_size) {
+  GroupSpec::parse("all_reduce_coalesced", tag, ranks, group_size);
+  check_reduction("all_reduce_coalesced", reduce_op, self);
+  std::vector<at::Tensor> outputs;
+  for (const auto& tensor : self) {
+    outputs.push_back(same_shape_output(tensor));
+  }
+  return outputs;
+}
+
+at::Tensor all_gather_into_tensor(const at::Tensor& self, c10::string_view tag,
+                                  at::IntArrayRef ranks, int64_t group_size) {
+  constexpr std::string_view kOp = "all_gather_into_tensor";
+  GroupSpec::parse(kOp, tag, ranks, group_size);
+  return new_output(gathered_shape(kOp, self.sym_sizes(), group_size), self);
+}
+
+std::vector<at::Tensor> all_gather_into_tensor_coalesced(at::TensorList self, c10::string_view tag,
+                                                         at::IntArrayRef ranks,
+                                                         int64_t group_size) {
+  constexpr std::string_view kOp = "all_gather_into_tensor_coalesced";
+  GroupSpec::parse(kOp, tag, ranks, group_size);
+  std::vector<at::Tensor> outputs;
+  for (const auto& tensor : self) {
+    outputs.push_back(new_output(gathered_shape(kOp, tensor.sym_sizes(), group_size), tensor));
+  }
+  return outputs;
+}
+
+at::Tensor reduce_scatter_tensor(const at::Tensor& self, c10::string_view reduce_op,
+                                 c10::string_view tag, at::IntArrayRef ranks,
+                                 int64_t group_size) {
+  constexpr std::string_view kOp = "reduce_scatter_tensor";
+  GroupSpec::parse(kOp, tag, ranks, group_size);
+  check_reduction(kOp, reduce_op, self);
+  return new_output(scattered_shape(kOp, self.sym_sizes(), group_size), self);
+}
+
+std::vector<at::Tensor> reduce_scatter_tensor_coalesced(at::TensorList self,
+                                                        c10::string_view reduce_op,
+                                                        c10::string_view tag,
+                                                        at::IntArrayRef ranks,
+                                                        int64_t group_size) {
+  constexpr std::string_view kOp = "reduce_scatter_tensor_coalesced";
+  GroupSpec::parse(kOp, tag, ranks, group_size);
+  check_reduction(kOp, reduce_op, self);
+  std::vector<at::Tensor> outputs;
+  for (const auto& tensor : self) {
+    outputs.push_back(new_output(scattered_shape(kOp, tensor.sym_sizes(), group_size), tensor));
+  }
+  return outputs;
+}
+
+at::Tensor all_to_all_single(const at::Tensor& self, at::OptionalSymIntArrayRef output_split_sizes,
+                             at::OptionalSymIntArrayRef input_split_sizes, c10::string_view tag,
+                             at::IntArrayRef ranks, int64_t group_size) {
+  constexpr std::string_view kOp = "all_to_all_single";
+  GroupSpec::parse(kOp, tag, ranks, group_size);
+  return new_output(
+      all_to_all_shape(kOp, self.sym_sizes(), output_split_sizes, input_split_sizes, group_size),
+      self);
+}
+
+at::Tensor broadcast(const at::Tensor& self, int64_t src, c10::string_view tag,
+                     at::IntArrayRef ranks, int64_t group_size) {
+  GroupSpec::parse("broadcast", tag, ranks, group_size);
+  check_group_index("broadcast", "src", src, group_size);
+  return same_shape_output(self);
+}
+
+at::Tensor& broadcast_(at::Tensor& self, int64_t src, c10::string_view tag, at::IntArrayRef ranks,
+                       int64_t group_size) {
+  GroupSpec::parse("broadcast_", tag, ranks, group_size);
+  check_group_index("broadcast_", "src", src, group_size);
+  return self;
+}
+
+at::Tensor reduce(const at::Tensor& self, c10::string_view reduce_op, int64_t dst,
+                  c10::string_view tag, at::IntArrayRef ranks, int64_t group_size) {
+  GroupSpec::parse("reduce", tag, ranks, group_size);
+  check_reduction("reduce", reduce_op, self);
+  check_group_index("reduce", "dst", dst, group_size);
+  return same_shape_output(self);
+}
+
+at::Tensor gather(const at::Tensor& self, int64_t dst, c10::string_view tag, at::IntArrayRef ranks,
+                  int64_t group_size) {
+  GroupSpec::parse("gather", tag, ranks, group_size);
+  check_group_index("gather", "dst", dst, group_size);
+  return new_output(gathered_shape("gather", self.sym_sizes(), group_size), self);
+}
+
+at::Tensor scatter(const at::Tensor& self, int64_t src, c10::string_view tag, at::IntArrayRef ranks,
+                   int64_t group_size) {
+  GroupSpec::parse("scatter", tag, ranks, group_size);
+  check_group_index("scatter", "src", src, group_size);
+  return new_output(scattered_shape("scatter", self.sym_sizes(), group_size), self);
+}
+
+at::Tensor permute(const at::Tensor& self, at::IntArrayRef src_dst, c10::string_view tag,
+                   at::IntArrayRef ranks, int64_t group_size) {
+  GroupSpec::parse("permute", tag, ranks, group_size);
+  check_permutation("permute", src_dst, group_size);
+  return same_shape_output(self);
+}
+
+at::Tensor wait_tensor(const at::Tensor& self) {
+  return self;
+}
+
+} // namespace
+
+TORCH_LIBRARY_IMPL(c10d_func, Meta, m) {
+  m.impl("all_reduce", &all_reduce);
+  m.impl("all_reduce_", &all_reduce_);
+  m.impl("all_reduce_coalesced", &all_reduce_coalesced);
+  m.impl("all_gather_into_tensor", &all_gather_into_tensor);
+  m.impl("all_gather_into_tensor_coalesced", &all_gather_into_tensor_coalesced);
+  m.impl("reduce_scatter_tensor", &reduce_scatter_tensor);
+  m.impl("reduce_scatter_tensor_coalesced", &reduce_scatter_tensor_coalesced);
+  m.impl("all_to_all_single", &all_to_all_single);
+  m.impl("broadcast", &broadcast);
+  m.impl("broadcast_", &broadcast_);
+  m.impl("reduce", &reduce);
+  m.impl("gather", &gather);
+  m.impl("scatter", &scatter);
+  m.impl("permute", &permute);
+  m.impl("wait_tensor", &wait_tensor);
+}
+
+} // namespace c10d_func

@@ -1,0 +1,38 @@
+// Completion helpers and the failure flag shared by every Communicator; see communicator.h.
+#include "ops/communicator.h"
+
+namespace c10d_func {
+
+Completion completed() {
+  auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
+  done->markCompleted(c10::IValue());
+  return done;
+}
+
+Completion then_run(const Completion& upstream, std::function<void()> finish) {
+  if (!finish) {
+    return upstream;
+  }
+  return upstream->then(
+      [finish = std::move(finish)](c10::ivalue::Future& parent) -> c10::IValue {
+        // value() rethrows the collective's error, so `then` marks the child failed with it.
+        (void)parent.value();
+        finish();
+        return c10::IValue();
+      },
+      c10::NoneType::get());
+}
+
+void Communicator::mark_failed(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(failure_mutex_);
+  if (!failure_) {
+    failure_ = reason;
+  }
+}
+
+std::optional<std::string> Communicator::failure() const {
+  std::lock_guard<std::mutex> lock(failure_mutex_);
+  return failure_;
+}
+
+} // namespace c10d_func

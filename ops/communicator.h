@@ -1,0 +1,68 @@
+#pragma once
+// Communicator: what a kernel needs from a transport. One instance serves one chunk of one
+// (device, tag) group. Every call takes dense, contiguous tensors, returns at once, and hands back
+// a Completion that is marked done when the output holds its final values (or fails). A transport
+// that lacks a reduction or a dtype composes it from what it has, so kernels never branch on the
+// transport. A new transport is a new implementation of this class, not an `if` in the kernels.
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include "ops/reduce_op.h"
+
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace c10d_func {
+
+using Completion = c10::intrusive_ptr<c10::ivalue::Future>;
+
+// A Completion that is already done; used when there is nothing to send.
+Completion completed();
+
+// Runs `finish` once `upstream` succeeds and completes the result after it; an upstream error
+// passes through untouched and `finish` is skipped.
+Completion then_run(const Completion& upstream, std::function<void()> finish);
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int64_t rank() const = 0; // index of this process inside the chunk
+  virtual int64_t size() const = 0;
+  virtual std::string backend_name() const = 0;
+
+  // In place on `buffer`.
+  virtual Completion all_reduce(const at::Tensor& buffer, ReduceOp reduce_op) = 0;
+  // `output` is size() copies of `input`'s shape, stacked on dim 0.
+  virtual Completion all_gather(const at::Tensor& output, const at::Tensor& input) = 0;
+  virtual Completion reduce_scatter(
+      const at::Tensor& output,
+      const at::Tensor& input,
+      ReduceOp reduce_op) = 0;
+  // Split sizes count dim-0 rows, one entry per member.
+  virtual Completion all_to_all(
+      const at::Tensor& output,
+      const at::Tensor& input,
+      std::vector<int64_t> output_split_sizes,
+      std::vector<int64_t> input_split_sizes) = 0;
+  virtual Completion broadcast(const at::Tensor& buffer, int64_t root) = 0;
+  // In place; only `root`'s buffer is defined afterwards (others are left to the caller).
+  virtual Completion reduce(const at::Tensor& buffer, int64_t root, ReduceOp reduce_op) = 0;
+  // `output` is used on `root` only.
+  virtual Completion gather(const at::Tensor& output, const at::Tensor& input, int64_t root) = 0;
+  // `input` is read on `root` only.
+  virtual Completion scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) = 0;
+
+  // A collective that failed leaves the members out of step; later calls must not reuse it.
+  void mark_failed(const std::string& reason);
+  std::optional<std::string> failure() const;
+
+ private:
+  mutable std::mutex failure_mutex_;
+  std::optional<std::string> failure_;
+};
+
+} // namespace c10d_func

@@ -1,0 +1,83 @@
+#pragma once
+// The group-resolution registry: (device type, tag, chunk) -> a live Communicator.
+//
+// A communicator is created on first use by a rendezvous among the chunk's members only, through
+// a store prefix unique to its key, so groups appear lazily, in any order, with no world-wide
+// call; later calls with the same key find the same communicator. Creation of different keys
+// proceeds in parallel (one lock per key). register_group binds an existing backend to a key.
+#include <c10/core/DeviceType.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include "ops/communicator.h"
+#include "ops/group_spec.h"
+#include "ops/world.h"
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace c10d_func {
+
+// Where a transport meets its peers: a store already prefixed for this key, the caller's index
+// in the chunk and its size.
+struct Rendezvous {
+  c10::intrusive_ptr<c10d::Store> store;
+  int64_t rank = -1;
+  int64_t size = 0;
+  std::chrono::milliseconds timeout{};
+};
+
+using CommunicatorFactory = std::function<std::shared_ptr<Communicator>(const Rendezvous&)>;
+using WorldProvider = std::function<std::optional<World>()>;
+
+struct GroupInfo {
+  std::string device;
+  std::string tag;
+  std::vector<int64_t> members;
+  int64_t rank = -1; // caller's index in members
+  std::string backend;
+  std::string origin; // "created" or "registered"
+  std::optional<std::string> failure;
+};
+
+class GroupRegistry {
+ public:
+  static GroupRegistry& instance();
+
+  void set_world(World world);
+  void set_world_provider(WorldProvider provider);
+  void set_factory(c10::DeviceType device, CommunicatorFactory factory);
+
+  // The world, resolved on first use; raises naming `op` when there is none.
+  World world(std::string_view op);
+  // The world if one is already resolved (no discovery).
+  std::optional<World> current_world();
+
+  std::shared_ptr<Communicator> communicator(
+      std::string_view op,
+      c10::DeviceType device,
+      const std::string& tag,
+      const Chunk& chunk);
+
+  void register_communicator(
+      c10::DeviceType device,
+      const std::string& tag,
+      std::vector<int64_t> members,
+      std::shared_ptr<Communicator> communicator);
+
+  std::vector<GroupInfo> groups();
+
+  // Waits for pending collectives, then forgets every communicator and the world.
+  void shutdown();
+
+ private:
+  GroupRegistry() = default;
+  struct Impl;
+  Impl& impl();
+};
+
+} // namespace c10d_func

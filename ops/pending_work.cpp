@@ -1,0 +1,115 @@
+// The pending-work table; see pending_work.h.
+#include "ops/pending_work.h"
+
+#include <c10/core/StorageImpl.h>
+#include <c10/util/Exception.h>
+
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace c10d_func {
+namespace {
+
+struct Entry {
+  c10::weak_intrusive_ptr<c10::StorageImpl> storage;
+  PendingCollective pending;
+};
+
+class PendingTable {
+ public:
+  void record(const at::Tensor& output, PendingCollective pending) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // Sweep outputs dropped without a wait, amortised over many records.
+    if (++records_since_sweep_ >= kSweepEvery) {
+      records_since_sweep_ = 0;
+      for (auto it = entries_.begin(); it != entries_.end();) {
+        it = it->second.storage.expired() ? entries_.erase(it) : std::next(it);
+      }
+    }
+    auto* key = output.storage().unsafeGetStorageImpl();
+    entries_.insert_or_assign(
+        key, Entry{c10::weak_intrusive_ptr<c10::StorageImpl>(output.storage().getWeakStorageImpl()),
+                   std::move(pending)});
+  }
+
+  std::optional<PendingCollective> take(const at::Tensor& tensor) {
+    if (!tensor.has_storage()) {
+      return std::nullopt;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = entries_.find(tensor.storage().unsafeGetStorageImpl());
+    if (it == entries_.end()) {
+      return std::nullopt;
+    }
+    PendingCollective pending = std::move(it->second.pending);
+    entries_.erase(it);
+    return pending;
+  }
+
+  std::vector<PendingCollective> take_all() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<PendingCollective> all;
+    for (auto& [key, entry] : entries_) {
+      all.push_back(std::move(entry.pending));
+    }
+    entries_.clear();
+    return all;
+  }
+
+  int64_t size() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      it = it->second.storage.expired() ? entries_.erase(it) : std::next(it);
+    }
+    return static_cast<int64_t>(entries_.size());
+  }
+
+ private:
+  static constexpr int kSweepEvery = 64;
+  std::mutex mutex_;
+  std::unordered_map<const c10::StorageImpl*, Entry> entries_;
+  int records_since_sweep_ = 0;
+};
+
+PendingTable& table() {
+  // Never destroyed: pending collectives may still complete on transport threads during exit.
+  static auto* instance = new PendingTable();
+  return *instance;
+}
+
+} // namespace
+
+void record_pending(const at::Tensor& output, PendingCollective pending) {
+  table().record(output, std::move(pending));
+}
+
+void wait_pending(const at::Tensor& tensor) {
+  auto pending = table().take(tensor);
+  if (!pending) {
+    return;
+  }
+  pending->completion->wait();
+  if (pending->completion->hasError()) {
+    const std::string reason = pending->completion->tryRetrieveErrorMessage();
+    if (auto communicator = pending->communicator.lock()) {
+      communicator->mark_failed("c10d_func." + pending->op + " failed: " + reason);
+    }
+    TORCH_CHECK(
+        false, "c10d_func.", pending->op, " failed on group (", pending->group, "): ", reason,
+        "\n(a member may have skipped this call, called collectives in another order, or died; ",
+        "the timeout is C10D_FUNC_TIMEOUT seconds)");
+  }
+}
+
+int64_t pending_count() {
+  return table().size();
+}
+
+void drain_pending() {
+  for (auto& pending : table().take_all()) {
+    pending.completion->wait();
+  }
+}
+
+} // namespace c10d_func

@@ -1,0 +1,26 @@
+// The one TORCH_LIBRARY(c10d_func, m): every operator's schema, declared once. Kernels live in
+// kernels/cpu, kernels/cuda, meta and autograd, each registered for its own dispatch key.
+#include <ATen/core/Tensor.h>
+#include <torch/library.h>
+
+TORCH_LIBRARY(c10d_func, m) {
+  const std::vector<at::Tag> pt2{at::Tag::pt2_compliant_tag};
+  // Gather/scatter-type ops index their inputs by rows: compilers must hand them dense inputs.
+  const std::vector<at::Tag> rows{at::Tag::pt2_compliant_tag, at::Tag::needs_contiguous_strides};
+
+  m.def("all_reduce(Tensor self, str reduce_op, str tag, int[] ranks, int group_size) -> Tensor", pt2);
+  m.def("all_reduce_(Tensor(a!) self, str reduce_op, str tag, int[] ranks, int group_size) -> Tensor(a!)", pt2);
+  m.def("all_reduce_coalesced(Tensor[] self, str reduce_op, str tag, int[] ranks, int group_size) -> Tensor[]", pt2);
+  m.def("all_gather_into_tensor(Tensor self, str tag, int[] ranks, int group_size) -> Tensor", rows);
+  m.def("all_gather_into_tensor_coalesced(Tensor[] self, str tag, int[] ranks, int group_size) -> Tensor[]", rows);
+  m.def("reduce_scatter_tensor(Tensor self, str reduce_op, str tag, int[] ranks, int group_size) -> Tensor", rows);
+  m.def("reduce_scatter_tensor_coalesced(Tensor[] self, str reduce_op, str tag, int[] ranks, int group_size) -> Tensor[]", rows);
+  m.def("all_to_all_single(Tensor self, SymInt[]? output_split_sizes, SymInt[]? input_split_sizes, str tag, int[] ranks, int group_size) -> Tensor", rows);
+  m.def("broadcast(Tensor self, int src, str tag, int[] ranks, int group_size) -> Tensor", pt2);
+  m.def("broadcast_(Tensor(a!) self, int src, str tag, int[] ranks, int group_size) -> Tensor(a!)", pt2);
+  m.def("reduce(Tensor self, str reduce_op, int dst, str tag, int[] ranks, int group_size) -> Tensor", pt2);
+  m.def("gather(Tensor self, int dst, str tag, int[] ranks, int group_size) -> Tensor", rows);
+  m.def("scatter(Tensor self, int src, str tag, int[] ranks, int group_size) -> Tensor", rows);
+  m.def("permute(Tensor self, int[] src_dst, str tag, int[] ranks, int group_size) -> Tensor", pt2);
+  m.def("wait_tensor(Tensor self) -> Tensor", pt2);
+}

@@ -1,0 +1,78 @@
+"""Connects the native group registry to torch.distributed.
+
+Two things only Python can provide are installed here at import: the default process group as a
+world (when one is initialised), and the factory that builds torch's ProcessGroupGloo for a chunk
+(torch ships no Gloo headers, so the C++ side cannot construct it directly).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from . import _C
+
+
+def _default_group_world() -> tuple[Any, int, int] | None:
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    from torch.distributed.distributed_c10d import _get_default_store
+
+    return _get_default_store(), dist.get_rank(), dist.get_world_size()
+
+
+def _make_gloo(store: Any, rank: int, size: int, timeout_seconds: float) -> Any:
+    return dist.ProcessGroupGloo(store, rank, size, datetime.timedelta(seconds=timeout_seconds))
+
+
+def install() -> None:
+    _C.set_world_provider(_default_group_world)
+    _C.set_backend_factory("cpu", _make_gloo)
+
+
+def init(store: dist.Store, rank: int, world_size: int) -> None:
+    """Sets the world explicitly: `store` is shared by every process of the job."""
+    _C.init(store, rank, world_size)
+
+
+def _backend_devices(pg: dist.ProcessGroup) -> list[str]:
+    devices = []
+    for device in ("cpu", "cuda"):
+        try:
+            pg._get_backend(torch.device(device))
+        except RuntimeError:
+            continue
+        devices.append(device)
+    return devices
+
+
+def register_group(pg: dist.ProcessGroup, tag: str = "") -> None:
+    """Binds an existing ProcessGroup so that calls naming its global ranks and `tag` use it.
+
+    Works for any backend the group carries (Gloo, NCCL, third-party); every device the group has
+    a backend for is bound.
+    """
+    ranks = dist.get_process_group_ranks(pg)
+    devices = _backend_devices(pg)
+    if not devices:
+        raise ValueError(f"c10d_func.register_group: process group {pg} has no cpu or cuda backend")
+    for device in devices:
+        _C.register_backend(pg._get_backend(torch.device(device)), device, tag, ranks)
+
+
+def groups() -> list[dict[str, Any]]:
+    """The communicators this process holds: device, tag, ranks, rank, backend, origin, failure."""
+    return _C.groups()
+
+
+def world() -> dict[str, Any] | None:
+    """The resolved world (rank, world_size, origin), or None before the first collective."""
+    return _C.world()
+
+
+def shutdown() -> None:
+    """Waits for pending collectives, then drops every communicator and the world."""
+    _C.shutdown()

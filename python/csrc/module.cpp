@@ -1,0 +1,124 @@
+// c10d_func._C: the Python face of the native registry. Loading it loads libc10d_func.so, whose
+// static registrations create torch.ops.c10d_func.*. It also lets the Python package install the
+// two things only Python can provide: the default process group as a world, and the Gloo backend
+// (torch does not ship Gloo's headers, so ProcessGroupGloo is built through its Python binding).
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/utils/pybind.h>
+
+#include "kernels/cpu/backend_communicator.h"
+#include "ops/group_registry.h"
+#include "ops/pending_work.h"
+
+#include <chrono>
+#include <memory>
+
+namespace py = pybind11;
+
+namespace c10d_func {
+namespace {
+
+// A Python callable kept by C++ forever: its reference is dropped only with the GIL held, and not
+// at all once the interpreter is gone (the registry is never destroyed).
+std::shared_ptr<py::object> keep(py::object callable) {
+  return std::shared_ptr<py::object>(new py::object(std::move(callable)), [](py::object* held) {
+    if (Py_IsInitialized()) {
+      py::gil_scoped_acquire gil;
+      delete held;
+    }
+  });
+}
+
+c10::DeviceType parse_device(const std::string& device) {
+  return c10::Device(device).type();
+}
+
+void set_world_provider(py::object provider) {
+  auto held = keep(std::move(provider));
+  GroupRegistry::instance().set_world_provider([held]() -> std::optional<World> {
+    py::gil_scoped_acquire gil;
+    py::object found = (*held)();
+    if (found.is_none()) {
+      return std::nullopt;
+    }
+    auto [store, rank, size] =
+        found.cast<std::tuple<c10::intrusive_ptr<c10d::Store>, int64_t, int64_t>>();
+    return World{store, rank, size, "default process group"};
+  });
+}
+
+void set_backend_factory(const std::string& device, py::object factory) {
+  auto held = keep(std::move(factory));
+  GroupRegistry::instance().set_factory(
+      parse_device(device), [held](const Rendezvous& rendezvous) {
+        c10::intrusive_ptr<c10d::Backend> backend;
+        {
+          py::gil_scoped_acquire gil;
+          const double seconds = rendezvous.timeout.count() / 1000.0;
+          backend = (*held)(rendezvous.store, rendezvous.rank, rendezvous.size, seconds)
+                        .cast<c10::intrusive_ptr<c10d::Backend>>();
+        }
+        return make_backend_communicator(std::move(backend));
+      });
+}
+
+py::list groups() {
+  py::list out;
+  for (const auto& info : GroupRegistry::instance().groups()) {
+    py::dict entry;
+    entry["device"] = info.device;
+    entry["tag"] = info.tag;
+    entry["ranks"] = info.members;
+    entry["rank"] = info.rank;
+    entry["backend"] = info.backend;
+    entry["origin"] = info.origin;
+    entry["failure"] = info.failure ? py::cast(*info.failure) : py::none();
+    out.append(std::move(entry));
+  }
+  return out;
+}
+
+py::object world() {
+  auto current = GroupRegistry::instance().current_world();
+  if (!current) {
+    return py::none();
+  }
+  py::dict entry;
+  entry["rank"] = current->rank;
+  entry["world_size"] = current->size;
+  entry["origin"] = current->origin;
+  return std::move(entry);
+}
+
+} // namespace
+} // namespace c10d_func
+
+PYBIND11_MODULE(_C, m) {
+  using namespace c10d_func;
+  m.doc() = "Native registry of c10d_func; the operators live in torch.ops.c10d_func.";
+  m.def(
+      "init",
+      [](c10::intrusive_ptr<c10d::Store> store, int64_t rank, int64_t world_size) {
+        GroupRegistry::instance().set_world(World{std::move(store), rank, world_size, "init"});
+      },
+      py::arg("store"), py::arg("rank"), py::arg("world_size"));
+  m.def("set_world_provider", &set_world_provider, py::arg("provider"));
+  m.def("set_backend_factory", &set_backend_factory, py::arg("device"), py::arg("factory"));
+  m.def(
+      "register_backend",
+      [](c10::intrusive_ptr<c10d::Backend> backend, const std::string& device,
+         const std::string& tag, std::vector<int64_t> ranks) {
+        GroupRegistry::instance().register_communicator(
+            parse_device(device), tag, std::move(ranks), make_backend_communicator(backend));
+      },
+      py::arg("backend"), py::arg("device"), py::arg("tag"), py::arg("ranks"));
+  m.def("groups", &groups);
+  m.def("world", &world);
+  m.def(
+      "shutdown", [] { GroupRegistry::instance().shutdown(); },
+      py::call_guard<py::gil_scoped_release>());
+  m.def("pending_count", &pending_count);
+  m.def(
+      "collective_timeout_seconds",
+      [] { return collective_timeout().count() / 1000.0; });
+}
