@@ -8,6 +8,7 @@
 // Collectives that only move data never look at the dtype: they move rows of bytes, which is how
 // fp8, complex and bool travel on any backend.
 #include "kernels/cpu/backend_communicator.h"
+#include "kernels/cpu/local_reduce.h"
 
 #include <ATen/ATen.h>
 
@@ -157,18 +158,25 @@ class BackendCommunicator final : public Communicator {
     return backend_->_allgather_base(out_bytes, in_bytes)->getFuture();
   }
 
+  // Composed as an all-to-all of the input's chunks followed by a local reduction of what
+  // arrived: the same bytes on the wire as a ring reduce-scatter, a Completion on every backend
+  // (Gloo's own reduce-scatter Work has no future to chain on), and any dtype.
   Completion reduce_scatter(const at::Tensor& output, const at::Tensor& input, ReduceOp reduce_op)
       override {
     if (input.numel() == 0) {
       return completed();
     }
-    auto staged_out = stage(output, reduce_op);
-    auto wire_in = stage(input, reduce_op).wire;
-    c10d::ReduceScatterOptions options;
-    options.reduceOp = staged_out.wire_op;
-    auto wire_out = staged_out.wire;
-    auto work = backend_->_reduce_scatter_base(wire_out, wire_in, options);
-    return finish_after(work, output, staged_out);
+    at::Tensor received = at::empty_like(input, at::MemoryFormat::Contiguous);
+    auto received_rows = as_byte_rows(received);
+    auto input_rows = as_byte_rows(input);
+    std::vector<int64_t> even; // empty split lists: equal chunks
+    auto work = backend_->alltoall_base(
+        received_rows, input_rows, even, even, c10d::AllToAllOptions());
+    std::vector<int64_t> stacked_shape{size()};
+    stacked_shape.insert(stacked_shape.end(), output.sizes().begin(), output.sizes().end());
+    return then_run(work->getFuture(), [output, received, stacked_shape, reduce_op] {
+      reduce_stack_into(output, received.view(stacked_shape), reduce_op);
+    });
   }
 
   Completion all_to_all(

@@ -1,0 +1,79 @@
+"""Starts the ranks of a run as local processes and bounds how long they may take.
+
+Each rank is a `python -m benchmarks.worker` process in a session of its own, so that the rank and
+anything it starts (e.g. inductor's compile workers) can be killed together. The first rank that
+fails, or the deadline, ends the run: the remaining ranks would otherwise wait in a collective for
+their peer until the process-group timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class RankFailure(RuntimeError):
+    """A rank exited non-zero or the run passed its deadline; every rank has been killed."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _kill(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)  # the session this launcher created for the rank
+            except ProcessLookupError:
+                pass
+    for p in procs:
+        p.wait()
+
+
+def run_ranks(module: str, args: list[str], nproc: int, timeout_s: float) -> None:
+    """Runs `python -m module *args` as ranks 0..nproc-1; raises RankFailure unless all exit 0."""
+    port = free_port()
+    pythonpath = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for rank in range(nproc):
+            env = {
+                **os.environ,
+                "PYTHONPATH": pythonpath,
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+                "RANK": str(rank),
+                "LOCAL_RANK": str(rank),
+                "WORLD_SIZE": str(nproc),
+                # One compile thread per rank: the ranks already share the machine's cores.
+                "TORCHINDUCTOR_COMPILE_THREADS": "1",
+            }
+            cmd = [sys.executable, "-m", module, *args]
+            procs.append(subprocess.Popen(cmd, env=env, cwd=REPO_ROOT, start_new_session=True))
+        deadline = time.monotonic() + timeout_s
+        while True:
+            codes = [p.poll() for p in procs]
+            failed = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
+            if failed:
+                rank, code = failed[0]
+                raise RankFailure(f"rank {rank} exited with code {code}; killed the other ranks")
+            if all(c == 0 for c in codes):
+                return
+            if time.monotonic() > deadline:
+                hung = [r for r, c in enumerate(codes) if c is None]
+                raise RankFailure(
+                    f"timeout after {timeout_s:.0f} s: ranks {hung} still running; killed them"
+                )
+            time.sleep(0.1)
+    finally:
+        _kill(procs)

@@ -1,0 +1,84 @@
+"""Draws collectives.png: per op, latency vs size (log-log) and bus bandwidth vs size.
+
+matplotlib is an optional dependency of the benchmarks only (pip package `matplotlib`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .impls import IMPL_NAMES, OPS
+from .report import human_bytes
+
+_STYLE = {  # fixed colours and markers so that the same implementation looks the same everywhere
+    "c10d_func": ("tab:blue", "o"),
+    "c10d_func (python frontend)": ("tab:purple", "s"),
+    "torch native": ("tab:orange", "^"),
+    "torch.distributed": ("tab:green", "v"),
+}
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError as e:
+        raise RuntimeError(
+            "the benchmark plot needs matplotlib: pip install matplotlib"
+        ) from e
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _series(rows: list[dict[str, Any]], impl: str, key: str) -> tuple[list[int], list[float]]:
+    points = [(r["size"], r[key]) for r in rows if r["impl"] == impl and r[key] is not None]
+    return [p[0] for p in points], [p[1] for p in points]
+
+
+def write(results: dict[str, Any], out_dir: Path) -> Path:
+    plt = _pyplot()
+    ops = [op for op in OPS if any(r["op"] == op for r in results["collectives"])]
+    meta = results["metadata"]
+    fig, axes = plt.subplots(len(ops), 2, figsize=(12, 3.2 * len(ops)), squeeze=False)
+    for (lat_ax, bw_ax), op in zip(axes, ops):
+        rows = [r for r in results["collectives"] if r["op"] == op]
+        any_bw = False
+        for impl in IMPL_NAMES:
+            colour, marker = _STYLE[impl]
+            sizes, lat = _series(rows, impl, "median_us")
+            if sizes:
+                lat_ax.plot(sizes, lat, marker=marker, color=colour, label=impl)
+            sizes, bw = _series(rows, impl, "busbw_gbps")
+            if sizes:
+                bw_ax.plot(sizes, bw, marker=marker, color=colour, label=impl)
+                any_bw = any_bw or any(v > 0 for v in bw)
+        untimed = sorted({f"{r['impl']} ({r['status']})" for r in rows if r["median_us"] is None})
+        if untimed:  # say why a line is missing rather than leave the reader guessing
+            lat_ax.text(0.01, 0.02, "not timed: " + ", ".join(untimed), transform=lat_ax.transAxes,
+                        fontsize=7, color="tab:red")
+        lat_ax.set_xscale("log", base=2)
+        lat_ax.set_yscale("log")
+        lat_ax.set_title(f"{op}: latency")
+        lat_ax.set_ylabel("median µs")
+        bw_ax.set_xscale("log", base=2)
+        if any_bw:  # busbw is 0 for world size 1, which a log axis cannot show
+            bw_ax.set_yscale("log")
+        bw_ax.set_title(f"{op}: bus bandwidth")
+        bw_ax.set_ylabel("GB/s")
+        ticks = sorted({r["size"] for r in rows})
+        for ax in (lat_ax, bw_ax):
+            ax.set_xticks(ticks, [human_bytes(t) for t in ticks], fontsize=7, rotation=30)
+            ax.set_xlabel("bytes per rank (input)")
+            ax.grid(True, which="both", alpha=0.3)
+        lat_ax.legend(fontsize=8)
+    fig.suptitle(
+        f"c10d_func vs torch collectives · {meta['device']} · world {meta['world_size']} · "
+        f"torch {meta['torch_version']}"
+    )
+    fig.tight_layout()
+    path = out_dir / "collectives.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

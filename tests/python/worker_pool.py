@@ -1,0 +1,141 @@
+"""A pool of real rank processes, reused across test cases.
+
+Each worker is a spawned Python process with its own rank; together they form a world over a
+real TCPStore (env:// variables: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE) and talk over real
+Gloo. A test sends a module-level function to every rank; each rank calls it as fn(rank,
+world_size, *args) and the pool returns the results in rank order. Every call has a timeout: a
+rank that does not answer in time makes the pool kill all its workers and raise, so nothing hangs
+and the next test starts a fresh pool.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+# Long enough for the slowest real case on 2 cores, short enough that a bug fails fast.
+DEFAULT_CALL_TIMEOUT = 180.0
+
+
+class RankError(AssertionError):
+    """A rank raised; carries every failing rank's traceback."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker_main(rank: int, world_size: int, env: dict[str, str], conn: Any) -> None:
+    os.environ.update(env)
+    os.environ["RANK"] = str(rank)
+    sys.path.insert(0, TESTS_DIR)
+    import importlib
+
+    import torch  # noqa: F401
+    import c10d_func  # noqa: F401
+
+    setup = env.get("C10D_FUNC_TEST_SETUP")
+    if setup:
+        module_name, _, name = setup.partition(":")
+        getattr(importlib.import_module(module_name), name)(rank, world_size)
+    conn.send(("ready", None))
+    while True:
+        message = conn.recv()
+        if message is None:
+            break
+        module_name, qualname, args, kwargs = message
+        try:
+            fn = getattr(importlib.import_module(module_name), qualname)
+            conn.send(("ok", fn(rank, world_size, *args, **kwargs)))
+        except BaseException as error:  # report everything, keep serving
+            conn.send(("error", f"{type(error).__name__}: {error}\n{traceback.format_exc()}"))
+
+
+class WorkerPool:
+    def __init__(
+        self,
+        world_size: int,
+        env: dict[str, str] | None = None,
+        start_timeout: float = 120.0,
+    ) -> None:
+        self.world_size = world_size
+        self.env = {
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(free_port()),
+            "WORLD_SIZE": str(world_size),
+            "C10D_FUNC_TIMEOUT": "60",
+            **(env or {}),
+        }
+        ctx = mp.get_context("spawn")
+        self._conns = []
+        self._procs = []
+        for rank in range(world_size):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(
+                target=_worker_main, args=(rank, world_size, self.env, child), daemon=True
+            )
+            proc.start()
+            self._conns.append(parent)
+            self._procs.append(proc)
+        self._collect(start_timeout, what="start")
+        self.broken = False
+
+    def run(
+        self, fn: Callable[..., Any], *args: Any, timeout: float = DEFAULT_CALL_TIMEOUT, **kwargs: Any
+    ) -> list[Any]:
+        """Runs fn(rank, world_size, *args, **kwargs) on every rank; returns results by rank."""
+        if self.broken:
+            raise RuntimeError("worker pool is broken by an earlier failure")
+        message = (fn.__module__, fn.__qualname__, args, kwargs)
+        for conn in self._conns:
+            conn.send(message)
+        return self._collect(timeout, what=fn.__qualname__)
+
+    def _collect(self, timeout: float, what: str) -> list[Any]:
+        deadline = time.monotonic() + timeout
+        results: list[Any] = [None] * self.world_size
+        errors = []
+        for rank, conn in enumerate(self._conns):
+            remaining = deadline - time.monotonic()
+            if not conn.poll(max(remaining, 0)):
+                self.close(kill=True)
+                raise TimeoutError(
+                    f"rank {rank} did not finish {what} within {timeout:.0f} s; pool killed"
+                )
+            try:
+                status, value = conn.recv()
+            except EOFError:
+                self.close(kill=True)
+                raise RuntimeError(f"rank {rank} died during {what}; pool killed") from None
+            if status == "error":
+                errors.append(f"--- rank {rank} ---\n{value}")
+            else:
+                results[rank] = value
+        if errors:
+            raise RankError("\n".join(errors))
+        return results
+
+    def close(self, kill: bool = False) -> None:
+        self.broken = True
+        if not kill:
+            for conn in self._conns:
+                try:
+                    conn.send(None)
+                except (BrokenPipeError, OSError):
+                    pass
+            for proc in self._procs:
+                proc.join(timeout=10)
+        for proc in self._procs:
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=10)
