@@ -39,11 +39,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, help="warm-up iterations per point (default 5)")
     p.add_argument("--block", type=int, default=5,
                    help="iterations per timed block; implementations alternate between blocks")
-    p.add_argument("--ops", default=",".join(OPS), help=f"comma-separated subset of {','.join(OPS)}")
+    p.add_argument("--ops", default=",".join(OPS),
+                   help=f"comma-separated subset of {','.join(OPS)}")
     p.add_argument("--quick", action="store_true",
                    help="smoke-test mode: 8 B .. 512 B, 3 iterations, 1 warm-up, no compiled step")
     step = p.add_mutually_exclusive_group()
-    step.add_argument("--step", action="store_true", help="run the compiled MLP step (also in --quick)")
+    step.add_argument("--step", action="store_true",
+                      help="run the compiled MLP step (also in --quick)")
     step.add_argument("--no-step", action="store_true", help="skip the compiled MLP step")
     p.add_argument("--step-backends",
                    help=f"comma-separated torch.compile backends among {','.join(STEP_BACKENDS)} "
@@ -57,7 +59,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def sizes(min_bytes: int, max_bytes: int) -> list[int]:
-    """Powers of 4 times min_bytes up to max_bytes, and max_bytes itself (64 MiB is off the grid)."""
+    """Powers of 4 times min_bytes up to max_bytes, then max_bytes itself if off that grid.
+
+    8 B * 4^k skips 64 MiB (it lands on 32 MiB and 128 MiB), so the default top size is appended.
+    """
     out = []
     size = min_bytes
     while size <= max_bytes:
@@ -104,21 +109,27 @@ def resolve(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _check_device(device: str) -> None:
-    if device == "cuda":
-        import torch
+def _check_device(device: str, nproc: int) -> None:
+    if device != "cuda":
+        return
+    import torch
 
-        if not torch.cuda.is_available():
-            raise SystemExit(
-                "--device cuda: torch.cuda.is_available() is False on this machine "
-                f"(torch {torch.__version__}); run on a machine with a GPU or use --device cpu"
-            )
+    if not torch.cuda.is_available():
+        raise SystemExit(
+            "--device cuda: torch.cuda.is_available() is False on this machine "
+            f"(torch {torch.__version__}); run on a machine with a GPU or use --device cpu"
+        )
+    if torch.cuda.device_count() < nproc:
+        raise SystemExit(
+            f"--device cuda: --nproc {nproc} needs one GPU per rank; "
+            f"{torch.cuda.device_count()} visible"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cfg = resolve(args)
-    _check_device(cfg["device"])
+    _check_device(cfg["device"], cfg["nproc"])
     plot._pyplot()  # fail before the run, not after it, when matplotlib is missing
     # A terminated runner must still kill its ranks (run_ranks does so on the way out).
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))

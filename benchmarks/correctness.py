@@ -1,4 +1,4 @@
-"""One correctness check per op and implementation, from inputs whose results are known in closed form.
+"""One correctness check per op and implementation, from inputs with closed-form results.
 
 Every rank's data encodes its rank (and, for split ops, the destination chunk), so a wrong sum, a
 wrong chunk order or a wrong broadcast root all show up as a mismatch.
@@ -42,6 +42,7 @@ def make_case(op: str, ctx: GroupCtx, device: torch.device) -> tuple[torch.Tenso
 
 
 OK, MISMATCH, ERROR = "ok", "mismatch", "error"  # an ERROR (exception) is not timed
+UNAVAILABLE = "unavailable"  # the implementation (or this op of it) does not exist here
 
 
 def check(op: str, fn: Collective, ctx: GroupCtx, device: torch.device) -> tuple[str, str | None]:

@@ -101,7 +101,8 @@ def _frontend_wait(out: Any) -> torch.Tensor:
 
 # Frontend function names and argument orders mirror torch.distributed._functional_collectives,
 # of which the frontend is meant to be a drop-in replacement.
-_FRONTEND_CALLS: dict[str, tuple[str, Callable[[Callable[..., Any], torch.Tensor, GroupCtx], Any]]] = {
+_FrontendCall = Callable[[Callable[..., Any], torch.Tensor, GroupCtx], Any]  # (fn, input, ctx)
+_FRONTEND_CALLS: dict[str, tuple[str, _FrontendCall]] = {
     "all_reduce": ("all_reduce", lambda f, x, c: f(x, REDUCE_OP, c.ranks)),
     "all_gather": ("all_gather_tensor", lambda f, x, c: f(x, 0, c.ranks)),
     "reduce_scatter": ("reduce_scatter_tensor", lambda f, x, c: f(x, REDUCE_OP, 0, c.ranks)),

@@ -28,7 +28,9 @@ BATCH, D_MODEL, D_FF = 32, 256, 1024
 
 # (backend, fullgraph) attempts per requested backend, best first; None backend = plain eager.
 _FALLBACKS: dict[str, list[tuple[str | None, bool]]] = {
-    "inductor": [("inductor", True), ("inductor", False), ("aot_eager", True), ("aot_eager", False)],
+    "inductor": [
+        ("inductor", True), ("inductor", False), ("aot_eager", True), ("aot_eager", False)
+    ],
     "aot_eager": [("aot_eager", True), ("aot_eager", False)],
     "eager": [],
 }
@@ -51,7 +53,7 @@ def library_all_reduce(lib: str, ctx: GroupCtx) -> Collective:
 
 
 def make_f_g(all_reduce: Collective) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """Megatron's f (copy to the tensor-parallel region) and g (reduce from it) over `all_reduce`."""
+    """Megatron's f (copy into the tensor-parallel region) and g (reduce out of it)."""
 
     class CopyToTP(torch.autograd.Function):
         @staticmethod
@@ -117,7 +119,10 @@ def _shard_rows(t: torch.Tensor, ctx: GroupCtx) -> torch.Tensor:
     return t[ctx.rank * k : (ctx.rank + 1) * k]
 
 
-def _check(model: TPMLP, x: torch.Tensor, loss: torch.Tensor, p: Problem, ctx: GroupCtx) -> str | None:
+def _check(
+    model: TPMLP, x: torch.Tensor, loss: torch.Tensor, p: Problem, ctx: GroupCtx
+) -> str | None:
+    """None when this rank's loss and gradients match the single-process reference."""
     got = {"loss": loss.detach(), "w1": model.w1.grad, "w2": model.w2.grad, "x": x.grad}
     want = {
         "loss": p.loss,
@@ -135,7 +140,9 @@ def _check(model: TPMLP, x: torch.Tensor, loss: torch.Tensor, p: Problem, ctx: G
     return None
 
 
-def _run_step(fn: Callable[[torch.Tensor], torch.Tensor], model: TPMLP, x: torch.Tensor) -> torch.Tensor:
+def _run_step(
+    fn: Callable[[torch.Tensor], torch.Tensor], model: TPMLP, x: torch.Tensor
+) -> torch.Tensor:
     model.zero_grad(set_to_none=True)
     x.grad = None
     loss = fn(x)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .correctness import UNAVAILABLE
 from .impls import IMPL_NAMES, OPS
 from .report import human_bytes
 
@@ -32,6 +33,12 @@ def _pyplot() -> Any:
     return plt
 
 
+def _ticker() -> Any:
+    import matplotlib.ticker
+
+    return matplotlib.ticker
+
+
 def _series(rows: list[dict[str, Any]], impl: str, key: str) -> tuple[list[int], list[float]]:
     points = [(r["size"], r[key]) for r in rows if r["impl"] == impl and r[key] is not None]
     return [p[0] for p in points], [p[1] for p in points]
@@ -39,6 +46,7 @@ def _series(rows: list[dict[str, Any]], impl: str, key: str) -> tuple[list[int],
 
 def write(results: dict[str, Any], out_dir: Path) -> Path:
     plt = _pyplot()
+    ticker = _ticker()
     ops = [op for op in OPS if any(r["op"] == op for r in results["collectives"])]
     meta = results["metadata"]
     fig, axes = plt.subplots(len(ops), 2, figsize=(12, 3.2 * len(ops)), squeeze=False)
@@ -54,13 +62,19 @@ def write(results: dict[str, Any], out_dir: Path) -> Path:
             if sizes:
                 bw_ax.plot(sizes, bw, marker=marker, color=colour, label=impl)
                 any_bw = any_bw or any(v > 0 for v in bw)
-        untimed = sorted({f"{r['impl']} ({r['status']})" for r in rows if r["median_us"] is None})
-        if untimed:  # say why a line is missing rather than leave the reader guessing
-            lat_ax.text(0.01, 0.02, "not timed: " + ", ".join(untimed), transform=lat_ax.transAxes,
-                        fontsize=7, color="tab:red")
+        # Say why a line is missing rather than leave the reader guessing (an absent frontend is
+        # said once, in the figure title).
+        untimed = sorted({f"{r['impl']} ({r['status']})" for r in rows
+                          if r["median_us"] is None and r["status"] != UNAVAILABLE})
+        lat_title = f"{op}: latency" + (f"\nnot timed: {', '.join(untimed)}" if untimed else "")
+        lat_ax.set_title(lat_title, color="tab:red" if untimed else "black")
         lat_ax.set_xscale("log", base=2)
         lat_ax.set_yscale("log")
-        lat_ax.set_title(f"{op}: latency")
+        # 300 rather than 3×10² for µs; minor ticks labelled at 2 and 5 only, or they collide.
+        lat_ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        lat_ax.yaxis.set_minor_formatter(
+            ticker.FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else "")
+        )
         lat_ax.set_ylabel("median µs")
         bw_ax.set_xscale("log", base=2)
         if any_bw:  # busbw is 0 for world size 1, which a log axis cannot show
@@ -73,11 +87,12 @@ def write(results: dict[str, Any], out_dir: Path) -> Path:
             ax.set_xlabel("bytes per rank (input)")
             ax.grid(True, which="both", alpha=0.3)
         lat_ax.legend(fontsize=8)
+    absent = " · python frontend absent" if meta.get("frontend_note") else ""
     fig.suptitle(
         f"c10d_func vs torch collectives · {meta['device']} · world {meta['world_size']} · "
-        f"torch {meta['torch_version']}"
+        f"torch {meta['torch_version']}{absent}"
     )
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.98))  # leave the top strip to the suptitle
     path = out_dir / "collectives.png"
     fig.savefig(path, dpi=100)
     plt.close(fig)

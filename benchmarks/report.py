@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .correctness import OK, UNAVAILABLE
 from .impls import C10D_FUNC, FRONTEND, OPS, TORCH_DIST, TORCH_NATIVE
 from .mlp_step import STEP_LIBRARIES
 
@@ -29,7 +30,7 @@ def _num(value: float | None, fmt: str) -> str:
 
 
 def _cell(row: dict[str, Any] | None) -> str:
-    if row is None or row["status"] == "unavailable":
+    if row is None or row["status"] == UNAVAILABLE:
         return "n/a"
     if row["median_us"] is None:
         return "error"
@@ -41,7 +42,8 @@ def _op_table(op: str, results: dict[str, Any]) -> list[str]:
     rows = [r for r in results["collectives"] if r["op"] == op]
     by_key = {(r["size"], r["impl"]): r for r in rows}
     ratios = {r["size"]: r["c10d_func_over_native"] for r in results["ratios"] if r["op"] == op}
-    failing = [c for c in results["correctness"] if c["op"] == op and c["status"] not in ("ok", "unavailable")]
+    failing = [c for c in results["correctness"]
+               if c["op"] == op and c["status"] not in (OK, UNAVAILABLE)]
     ok_cell = "yes" if not failing else "✗ " + ", ".join(c["impl"] for c in failing)
     head = ["size", *(h for _, h in _LATENCY_COLUMNS), "ratio c10d_func/native",
             "busbw c10d_func GB/s", "busbw native GB/s", "ok"]
@@ -100,7 +102,8 @@ def _step_section(results: dict[str, Any]) -> list[str]:
                 f"{'yes' if info['ok'] else 'no'} | {note} |"
             )
         ratio = _num(row.get("ratio_c10d_func_over_funcol"), ".3f")
-        caveat = "" if row.get("like_for_like") else " (NOT like for like: the libraries ran in different modes)"
+        caveat = ("" if row.get("like_for_like")
+                  else " (NOT like for like: the libraries ran in different modes)")
         summary.append(f"- {asked}: median step time c10d_func / torch funcol = {ratio}{caveat}")
     return lines + [""] + summary + [""]
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .correctness import ERROR, OK, UNAVAILABLE
 from .impls import FRONTEND, IMPL_NAMES, OPS
 from .launcher import REPO_ROOT
 
@@ -59,18 +60,19 @@ def run_smoke(out_dir: str | Path, strict: bool = True) -> dict[str, Any]:
                     problems.append(f"missing row {op} {size} B {impl}")
                     continue
                 if impl == FRONTEND and not frontend_present:
-                    if row["status"] != "unavailable":
-                        problems.append(f"{op} {size} B {impl}: frontend absent but {row['status']}")
+                    if row["status"] != UNAVAILABLE:
+                        problems.append(f"{op} {size} B {impl}: no frontend, yet {row['status']}")
                     continue
-                if row["status"] != "ok" and (strict or not row["detail"]):
+                if row["status"] != OK and (strict or not row["detail"]):
                     problems.append(f"{op} {size} B {impl}: {row['status']}: {row['detail']}")
                     continue
-                if row["status"] == "error":
+                if row["status"] == ERROR:
                     continue  # accepted by strict=False above: raised, so nothing was timed
                 for key in ("median_us", "algbw_gbps", "busbw_gbps"):
                     if not _positive(row[key]):
                         problems.append(f"{op} {size} B {impl}: {key} = {row[key]!r}")
-                if not all(_positive(t) for t in row.get("times_us", [])) or not row.get("times_us"):
+                times = row.get("times_us") or []
+                if not times or not all(_positive(t) for t in times):
                     problems.append(f"{op} {size} B {impl}: per-iteration times not all positive")
     assert not problems, "benchmark smoke test:\n" + "\n".join(problems)
     return results

@@ -1,7 +1,7 @@
 """Turns the ranks' raw per-iteration times into the reported numbers.
 
-Per iteration the slowest rank counts (max over ranks); per op, size and implementation the median of
-those is the latency, from which nccl-tests' algorithm and bus bandwidths follow.
+Per iteration the slowest rank counts (max over ranks); per op, size and implementation the median
+of those is the latency, from which nccl-tests' algorithm and bus bandwidths follow.
 """
 
 from __future__ import annotations
@@ -80,21 +80,26 @@ def _step_rows(raw: dict[str, Any]) -> list[dict[str, Any]]:
         for lib in STEP_LIBRARIES:
             if lib not in first.get("libraries", {}):
                 continue
-            info = {k: v for k, v in first["libraries"][lib].items() if k not in ("times_s", "check")}
-            checks = [(r, steps[j]["libraries"][lib].get("check")) for r, steps in enumerate(per_rank)]
-            bad = [f"rank {r}: {c}" for r, c in checks if c is not None]
+            # A rank whose step raised has an error row instead: it contributes no times.
+            ranks_lib = [steps[j].get("libraries", {}).get(lib, {}) for steps in per_rank]
+            info = {k: v for k, v in ranks_lib[0].items() if k not in ("times_s", "check")}
+            bad = [f"rank {r}: {c['check']}" for r, c in enumerate(ranks_lib) if c.get("check")]
             info["check"] = "; ".join(bad) or None
             info["ok"] = info.get("mode") is not None and not bad
-            if "times_s" in first["libraries"][lib]:
-                times = max_over_ranks([steps[j]["libraries"][lib]["times_s"] for steps in per_rank])
+            if all("times_s" in c for c in ranks_lib):
+                times = max_over_ranks([c["times_s"] for c in ranks_lib])
                 info["median_ms"] = median(times) * 1e3
                 info["times_ms"] = [t * 1e3 for t in times]
             libs[lib] = info
         if libs:
             row["libraries"] = libs
             mine, theirs = libs.get(C10D_FUNC, {}), libs.get(TORCH_FUNCOL, {})
-            row["ratio_c10d_func_over_funcol"] = _ratio(mine.get("median_ms"), theirs.get("median_ms"))
-            row["like_for_like"] = mine.get("mode") is not None and mine.get("mode") == theirs.get("mode")
+            row["ratio_c10d_func_over_funcol"] = _ratio(
+                mine.get("median_ms"), theirs.get("median_ms")
+            )
+            # Only the same compile mode on both sides makes the ratio a like-for-like comparison.
+            mode = mine.get("mode")
+            row["like_for_like"] = mode is not None and mode == theirs.get("mode")
         rows.append(row)
     return rows
 

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
-from .correctness import ERROR, OK, check
+from .correctness import ERROR, OK, UNAVAILABLE, check
 from .impls import BUILDERS, FRONTEND, IMPL_NAMES, GroupCtx, input_numel, missing_reason
 from .mlp_step import run_step_benchmark
 from .timing import device_sync, measure_interleaved
@@ -58,7 +58,8 @@ def _check_all(
         fns = {} if missing else BUILDERS[impl](check_ctx)
         for op in ops:
             if op not in fns:
-                status[op][impl] = {"status": "unavailable", "detail": missing or f"no {op}"}
+                detail = missing or f"the frontend has no {op}"
+                status[op][impl] = {"status": UNAVAILABLE, "detail": detail}
                 continue
             local = check(op, fns[op], check_ctx, device)
             every: list[Any] = [None] * ctx.world
@@ -83,7 +84,7 @@ def _sweep(
     sync = device_sync(device)
     rows = []
     for op in cfg["ops"]:
-        timed = [i for i in fns if status[op][i]["status"] not in (ERROR, "unavailable")]
+        timed = [i for i in fns if status[op][i]["status"] not in (ERROR, UNAVAILABLE)]
         for size in cfg["sizes"]:
             numel = input_numel(op, size, ctx.world)
             x = torch.full((numel,), float(ctx.rank + 1), device=device)
@@ -134,7 +135,9 @@ def _metadata(world: int, device: torch.device, cfg: dict[str, Any]) -> dict[str
 
     meta: dict[str, Any] = {
         "torch_version": torch.__version__,
+        # Which build ran: an editable install in the environment can shadow PYTHONPATH.
         "c10d_func_path": os.path.dirname(c10d_func.__file__),
+        "c10d_func_native": c10d_func._C.__file__,
         "world_size": world,
         "device": str(device.type),
         "threads_per_rank": torch.get_num_threads(),
@@ -158,7 +161,10 @@ def main(config_path: str) -> int:
 
     if device.type == "cuda":
         # c10d_func builds Gloo communicators itself; for CUDA it uses the NCCL group it is given.
-        c10d_func.register_group(dist.group.WORLD)
+        try:
+            c10d_func.register_group(dist.group.WORLD)
+        except Exception as e:  # noqa: BLE001 - the checks then report its CUDA ops as errors
+            _log(rank, f"c10d_func.register_group failed: {type(e).__name__}: {e}")
     ctx = GroupCtx(rank, world, dist.group.WORLD)
 
     def barrier() -> None:

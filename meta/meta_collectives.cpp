@@ -9,6 +9,7 @@
 #include "ops/group_spec.h"
 #include "ops/reduce_op.h"
 #include "ops/shape_rules.h"
+#include "ops/tensor_checks.h"
 
 #include <string_view>
 
@@ -49,6 +50,7 @@ std::vector<at::Tensor> all_reduce_coalesced(at::TensorList self, c10::string_vi
                                              int64_t group_size) {
   GroupSpec::parse("all_reduce_coalesced", tag, ranks, group_size);
   check_reduction("all_reduce_coalesced", reduce_op, self);
+  check_same_device("all_reduce_coalesced", self);
   std::vector<at::Tensor> outputs;
   for (const auto& tensor : self) {
     outputs.push_back(same_shape_output(tensor));
@@ -68,6 +70,7 @@ std::vector<at::Tensor> all_gather_into_tensor_coalesced(at::TensorList self, c1
                                                          int64_t group_size) {
   constexpr std::string_view kOp = "all_gather_into_tensor_coalesced";
   GroupSpec::parse(kOp, tag, ranks, group_size);
+  check_same_device(kOp, self);
   std::vector<at::Tensor> outputs;
   for (const auto& tensor : self) {
     outputs.push_back(new_output(gathered_shape(kOp, tensor.sym_sizes(), group_size), tensor));
@@ -92,6 +95,7 @@ std::vector<at::Tensor> reduce_scatter_tensor_coalesced(at::TensorList self,
   constexpr std::string_view kOp = "reduce_scatter_tensor_coalesced";
   GroupSpec::parse(kOp, tag, ranks, group_size);
   check_reduction(kOp, reduce_op, self);
+  check_same_device(kOp, self);
   std::vector<at::Tensor> outputs;
   for (const auto& tensor : self) {
     outputs.push_back(new_output(scattered_shape(kOp, tensor.sym_sizes(), group_size), tensor));

@@ -21,7 +21,7 @@ void CollectiveCall::record(const at::Tensor& output, const Completion& completi
   }
   record_pending(
       output,
-      PendingCollective{completion, op_, spec_.describe() + ", chunk " + chunk_.describe(),
+      PendingCollective{detached(completion), op_, spec_.describe() + ", chunk " + chunk_.describe(),
                         communicator_});
 }
 

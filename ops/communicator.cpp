@@ -9,6 +9,15 @@ Completion completed() {
   return done;
 }
 
+Completion detached(const Completion& upstream) {
+  return upstream->then(
+      [](c10::ivalue::Future& parent) -> c10::IValue {
+        (void)parent.value(); // rethrows the collective's error into the child
+        return c10::IValue();
+      },
+      c10::NoneType::get());
+}
+
 Completion then_run(const Completion& upstream, std::function<void()> finish) {
   if (!finish) {
     return upstream;

@@ -22,6 +22,10 @@ using Completion = c10::intrusive_ptr<c10::ivalue::Future>;
 // A Completion that is already done; used when there is nothing to send.
 Completion completed();
 
+// A Completion that finishes with `upstream` but holds no value: a backend's future carries the
+// output tensors as its value, and whatever keeps such a future keeps the outputs alive.
+Completion detached(const Completion& upstream);
+
 // Runs `finish` once `upstream` succeeds and completes the result after it; an upstream error
 // passes through untouched and `finish` is skipped.
 Completion then_run(const Completion& upstream, std::function<void()> finish);

@@ -9,6 +9,7 @@
 #include "ops/pending_work.h"
 #include "ops/reduce_op.h"
 #include "ops/shape_rules.h"
+#include "ops/tensor_checks.h"
 
 #include <string_view>
 
@@ -34,15 +35,6 @@ ReduceOp checked_reduce_op(std::string_view op, std::string_view name, const at:
   const ReduceOp reduce_op = parse_reduce_op(op, name);
   check_reduce_dtype(op, reduce_op, self.scalar_type());
   return reduce_op;
-}
-
-void check_same_device(std::string_view op, at::TensorList tensors) {
-  for (const auto& tensor : tensors) {
-    TORCH_CHECK(
-        tensor.device() == tensors[0].device(), "c10d_func.", op,
-        ": argument 'self' mixes devices (", tensors[0].device(), " and ", tensor.device(),
-        "); a coalesced call runs on one device");
-  }
 }
 
 // Runs `buffer` (a contiguous copy or the tensor itself) through an in-place collective and, when

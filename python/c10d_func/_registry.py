@@ -53,8 +53,13 @@ def register_group(pg: dist.ProcessGroup, tag: str = "") -> None:
     """Binds an existing ProcessGroup so that calls naming its global ranks and `tag` use it.
 
     Works for any backend the group carries (Gloo, NCCL, third-party); every device the group has
-    a backend for is bound.
+    a backend for is bound. Like torch's `new_group`, every rank may call it: on a rank outside
+    the group (which `new_group` hands a non-member sentinel) it does nothing.
     """
+    if not isinstance(pg, dist.ProcessGroup):
+        if pg == dist.GroupMember.NON_GROUP_MEMBER:
+            return
+        raise TypeError(f"c10d_func.register_group: argument 'pg' must be a ProcessGroup, got {pg!r}")
     ranks = dist.get_process_group_ranks(pg)
     devices = _backend_devices(pg)
     if not devices:

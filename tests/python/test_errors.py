@@ -1,0 +1,234 @@
+"""Bad input gets a clear error naming the op and the argument, on CPU and Meta alike; a missing
+peer makes the others fail after C10D_FUNC_TIMEOUT, naming op and group; nothing hangs."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+
+import pytest
+import torch
+
+import c10d_func  # noqa: F401
+
+ops = torch.ops.c10d_func
+DEVICES = ["cpu", "meta"]
+
+
+def t(*shape, dtype=torch.float32, device="cpu"):
+    return torch.zeros(shape, dtype=dtype, device=device)
+
+
+# Each case: (callable taking a device, fragments the message must contain). All of them fail
+# before any world is needed, so they run in the test process itself.
+STRUCTURE_CASES = {
+    "unknown reduce_op": (
+        lambda d: ops.all_reduce(t(2, device=d), "mean", "", [0, 1], 2),
+        ["c10d_func.all_reduce", "'reduce_op'", "'mean'"],
+    ),
+    "bitwise on float": (
+        lambda d: ops.all_reduce(t(2, device=d), "bxor", "", [0, 1], 2),
+        ["c10d_func.all_reduce", "bitwise reduce_op 'bxor'", "Float"],
+    ),
+    "max on complex": (
+        lambda d: ops.reduce_scatter_tensor(t(2, dtype=torch.complex64, device=d), "max", "", [0, 1], 2),
+        ["c10d_func.reduce_scatter_tensor", "'max' is not defined", "sum and avg only"],
+    ),
+    "avg on bool": (
+        lambda d: ops.reduce(t(2, dtype=torch.bool, device=d), "avg", 0, "", [0, 1], 2),
+        ["c10d_func.reduce", "'avg' is not defined for dtype bool"],
+    ),
+    "reducing fp8": (
+        lambda d: ops.all_reduce(t(2, dtype=torch.float8_e4m3fn, device=d), "sum", "", [0, 1], 2),
+        ["c10d_func.all_reduce", "can be moved"],
+    ),
+    "group_size not dividing": (
+        lambda d: ops.all_gather_into_tensor(t(2, device=d), "", [0, 1, 2], 2),
+        ["c10d_func.all_gather_into_tensor", "'group_size' (2) must divide len(ranks) (3)"],
+    ),
+    "group_size zero": (
+        lambda d: ops.broadcast(t(2, device=d), 0, "", [0, 1], 0),
+        ["c10d_func.broadcast", "'group_size' must be positive"],
+    ),
+    "duplicate ranks": (
+        lambda d: ops.all_reduce(t(2, device=d), "sum", "", [0, 1, 1, 2], 2),
+        ["c10d_func.all_reduce", "'ranks'", "rank 1 more than once"],
+    ),
+    "negative rank": (
+        lambda d: ops.all_reduce(t(2, device=d), "sum", "", [0, -3], 2),
+        ["c10d_func.all_reduce", "negative rank -3"],
+    ),
+    "reduce_scatter dim 0 not divisible": (
+        lambda d: ops.reduce_scatter_tensor(t(3, 2, device=d), "sum", "", [0, 1], 2),
+        ["c10d_func.reduce_scatter_tensor", "dim 0 (3)", "divisible by group_size (2)"],
+    ),
+    "scatter dim 0 not divisible": (
+        lambda d: ops.scatter(t(3, device=d), 0, "", [0, 1], 2),
+        ["c10d_func.scatter", "dim 0 (3)"],
+    ),
+    "split sizes of the wrong length": (
+        lambda d: ops.all_to_all_single(t(4, device=d), [2, 2], [1, 1, 2], "", [0, 1], 2),
+        ["c10d_func.all_to_all_single", "'input_split_sizes' must have group_size (2) entries, got 3"],
+    ),
+    "split sizes of the wrong sum": (
+        lambda d: ops.all_to_all_single(t(4, device=d), [2, 2], [1, 1], "", [0, 1], 2),
+        ["c10d_func.all_to_all_single", "'input_split_sizes' sums to 2 but input dim 0 is 4"],
+    ),
+    "negative split size": (
+        lambda d: ops.all_to_all_single(t(4, device=d), [5, -1], [2, 2], "", [0, 1], 2),
+        ["c10d_func.all_to_all_single", "'output_split_sizes' must be non-negative"],
+    ),
+    "src out of range": (
+        lambda d: ops.broadcast(t(2, device=d), 2, "", [0, 1, 2, 3], 2),
+        ["c10d_func.broadcast", "'src'", "[0, 2)", "got 2"],
+    ),
+    "dst out of range": (
+        lambda d: ops.gather(t(2, device=d), -1, "", [0, 1], 2),
+        ["c10d_func.gather", "'dst'"],
+    ),
+    "src_dst not a permutation": (
+        lambda d: ops.permute(t(2, device=d), [1, 1], "", [0, 1], 2),
+        ["c10d_func.permute", "'src_dst' is not a permutation"],
+    ),
+    "src_dst out of range": (
+        lambda d: ops.permute(t(2, device=d), [0, 5], "", [0, 1], 2),
+        ["c10d_func.permute", "'src_dst' entry 1 is 5"],
+    ),
+    "src_dst of the wrong length": (
+        lambda d: ops.permute(t(2, device=d), [0], "", [0, 1], 2),
+        ["c10d_func.permute", "'src_dst' must have group_size (2) entries"],
+    ),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", sorted(STRUCTURE_CASES))
+def test_bad_input_is_named(case, device):
+    call, fragments = STRUCTURE_CASES[case]
+    with pytest.raises(RuntimeError) as info:
+        call(device)
+    for fragment in fragments:
+        assert fragment in str(info.value), f"{fragment!r} not in: {info.value}"
+
+
+def test_mixed_devices_in_a_coalesced_call_are_rejected():
+    for call in (
+        lambda xs: ops.all_reduce_coalesced(xs, "sum", "", [0, 1], 2),
+        lambda xs: ops.all_gather_into_tensor_coalesced(xs, "", [0, 1], 2),
+        lambda xs: ops.reduce_scatter_tensor_coalesced(xs, "sum", "", [0, 1], 2),
+    ):
+        with pytest.raises(RuntimeError, match="mixes devices"):
+            call([t(2), t(2, device="meta")])
+
+
+def test_no_world_is_a_clear_error(monkeypatch):
+    for name in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(RuntimeError) as info:
+        ops.all_reduce(t(2), "sum", "", [0, 1], 2)
+    message = str(info.value)
+    assert "c10d_func.all_reduce: no world to resolve the group against" in message
+    assert "init_process_group" in message and "MASTER_ADDR" in message
+
+
+# ------------------------------------------------------- errors that need a world (rank-side)
+
+
+def body_caller_not_in_ranks(rank: int, world_size: int) -> str:
+    others = [r for r in range(world_size) if r != rank]
+    try:
+        ops.all_reduce(t(2), "sum", "", others, len(others))
+    except RuntimeError as error:
+        return str(error)
+    return "no error"
+
+
+def body_rank_outside_world(rank: int, world_size: int) -> str:
+    try:
+        ops.all_gather_into_tensor(t(2), "", list(range(world_size)) + [world_size + 3], 1)
+    except RuntimeError as error:
+        return str(error)
+    return "no error"
+
+
+def test_caller_not_in_ranks(pool4):
+    for rank, message in enumerate(pool4.run(body_caller_not_in_ranks)):
+        assert f"c10d_func.all_reduce: the calling rank {rank} is not in argument 'ranks'" in message
+
+
+def test_rank_outside_the_world(pool2):
+    for message in pool2.run(body_rank_outside_world):
+        assert "c10d_func.all_gather_into_tensor: argument 'ranks' holds rank 5" in message
+        assert "world of size 2" in message
+
+
+def with_timeout(seconds: str):
+    """Rank-side: a communicator created inside takes this timeout."""
+
+    class _Scope:
+        def __enter__(self):
+            self.saved = os.environ.get("C10D_FUNC_TIMEOUT")
+            os.environ["C10D_FUNC_TIMEOUT"] = seconds
+
+        def __exit__(self, *exc):
+            os.environ["C10D_FUNC_TIMEOUT"] = self.saved or "60"
+
+    return _Scope()
+
+
+def body_peer_never_arrives(rank: int, world_size: int, tag: str):
+    if rank == world_size - 1:
+        return None  # this rank never makes the call
+    start = time.monotonic()
+    with with_timeout("3"):
+        try:
+            ops.wait_tensor(ops.all_reduce(t(2), "sum", tag, list(range(world_size)), world_size))
+        except RuntimeError as error:
+            return str(error), time.monotonic() - start
+    return "no error", 0.0
+
+
+def body_peer_skips_a_collective(rank: int, world_size: int, tag: str):
+    ranks = list(range(world_size))
+    with with_timeout("3"):
+        first = ops.wait_tensor(ops.all_reduce(torch.ones(2), "sum", tag, ranks, world_size))
+        assert first.tolist() == [world_size] * 2
+        if rank == world_size - 1:
+            return None  # skips the second collective
+        start = time.monotonic()
+        try:
+            ops.wait_tensor(ops.all_reduce(torch.ones(2), "sum", tag, ranks, world_size))
+            return "no error", 0.0, ""
+        except RuntimeError as error:
+            failed_after = time.monotonic() - start
+            message = str(error)
+        # The communicator is now out of step: later calls say so at once instead of mis-pairing.
+        try:
+            ops.all_reduce(torch.ones(2), "sum", tag, ranks, world_size)
+            again = "no error"
+        except RuntimeError as later:
+            again = str(later)
+        return message, failed_after, again
+
+
+def test_a_peer_that_never_calls_fails_the_others_within_the_timeout(pool):
+    tag = f"never-{uuid.uuid4().hex[:8]}"
+    results = pool.run(body_peer_never_arrives, tag, timeout=90)
+    missing = pool.world_size - 1
+    assert results[-1] is None
+    for message, elapsed in results[:-1]:
+        assert "c10d_func.all_reduce" in message and f"tag='{tag}'" in message, message
+        assert f"ranks [{missing}] never arrived" in message, message
+        assert elapsed < 60, f"took {elapsed:.1f} s for a 3 s timeout"
+
+
+def test_a_peer_that_skips_a_collective_fails_the_others(pool):
+    tag = f"skip-{uuid.uuid4().hex[:8]}"
+    results = pool.run(body_peer_skips_a_collective, tag, timeout=90)
+    assert results[-1] is None
+    for message, elapsed, again in results[:-1]:
+        assert "c10d_func.all_reduce failed on group" in message, message
+        assert f"tag='{tag}'" in message, message
+        assert elapsed < 60, f"took {elapsed:.1f} s for a 3 s timeout"
+        assert "unusable after an earlier failure" in again, again
