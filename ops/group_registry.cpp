@@ -216,7 +216,8 @@ void GroupRegistry::shutdown() {
   drain_pending();
   std::lock_guard<std::mutex> lock(impl().mutex);
   impl().slots.clear();
-  impl().world.reset();
+  // The world stays: an env:// store torn down here and re-created by the next call would let
+  // a fast peer reconnect to the old server just before it goes away.
 }
 
 } // namespace c10d_func

@@ -71,7 +71,8 @@ class GroupRegistry {
 
   std::vector<GroupInfo> groups();
 
-  // Waits for pending collectives, then forgets every communicator and the world.
+  // Waits for pending collectives, then forgets every communicator (the world stays resolved;
+  // init() may replace it). The next call of a key creates a fresh communicator.
   void shutdown();
 
  private:

@@ -79,5 +79,9 @@ def world() -> dict[str, Any] | None:
 
 
 def shutdown() -> None:
-    """Waits for pending collectives, then drops every communicator and the world."""
+    """Waits for pending collectives, then drops every communicator.
+
+    The world stays resolved. Every member of a group must call it before that group is used
+    again, since the next call creates the communicator anew.
+    """
     _C.shutdown()
