@@ -1,6 +1,8 @@
 // Completion helpers and the failure flag shared by every Communicator; see communicator.h.
 #include "ops/communicator.h"
 
+#include <ATen/core/LegacyTypeDispatch.h>
+
 namespace c10d_func {
 
 Completion completed() {
@@ -26,6 +28,9 @@ Completion then_run(const Completion& upstream, std::function<void()> finish) {
       [finish = std::move(finish)](c10::ivalue::Future& parent) -> c10::IValue {
         // value() rethrows the collective's error, so `then` marks the child failed with it.
         (void)parent.value();
+        // Finishing writes data only. It runs on a transport thread, after autograd may have
+        // wrapped the output it writes, so it must never be recorded by autograd.
+        at::AutoDispatchBelowADInplaceOrView below;
         finish();
         return c10::IValue();
       },
