@@ -6,13 +6,13 @@
 
 namespace c10d_func {
 
-CollectiveCall::CollectiveCall(std::string_view op, c10::DeviceType device, GroupSpec spec)
+CollectiveCall::CollectiveCall(std::string_view op, c10::Device device, GroupSpec spec)
     : op_(op), spec_(std::move(spec)) {
   auto& registry = GroupRegistry::instance();
   const World world = registry.world(op);
   spec_.check_world(op, world.size);
   chunk_ = spec_.chunk_of(op, world.rank);
-  communicator_ = registry.communicator(op, device, spec_.tag, chunk_);
+  communicator_ = registry.communicator(op, device, spec_, chunk_);
 }
 
 void CollectiveCall::record(const at::Tensor& output, const Completion& completion) const {

@@ -14,7 +14,7 @@ namespace c10d_func {
 
 class CollectiveCall {
  public:
-  CollectiveCall(std::string_view op, c10::DeviceType device, GroupSpec spec);
+  CollectiveCall(std::string_view op, c10::Device device, GroupSpec spec);
 
   Communicator& communicator() const { return *communicator_; }
   const Chunk& chunk() const { return chunk_; }

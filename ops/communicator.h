@@ -10,6 +10,7 @@
 #include "ops/reduce_op.h"
 
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -59,6 +60,11 @@ class Communicator {
   virtual Completion gather(const at::Tensor& output, const at::Tensor& input, int64_t root) = 0;
   // `input` is read on `root` only.
   virtual Completion scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) = 0;
+
+  // A communicator for this member's part of a partition of all its members, made in one
+  // collective call of every member (ncclCommSplit): `color` picks the part, `key` orders
+  // members inside it. Transports that cannot split return nullptr.
+  virtual std::shared_ptr<Communicator> split(int64_t color, int64_t key) { return nullptr; }
 
   // A collective that failed leaves the members out of step; later calls must not reuse it.
   void mark_failed(const std::string& reason);

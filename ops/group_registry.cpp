@@ -7,7 +7,11 @@
 
 #include "ops/pending_work.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <map>
+#include <set>
 #include <mutex>
 #include <sstream>
 #include <tuple>
@@ -15,7 +19,10 @@
 namespace c10d_func {
 namespace {
 
-using Key = std::tuple<c10::DeviceType, std::string, std::vector<int64_t>>;
+// (device type, device index, tag, chunk members)
+using Key = std::tuple<c10::DeviceType, int, std::string, std::vector<int64_t>>;
+// (device type, device index, tag, ranks, group_size): a partition already split from the world
+using PartitionKey = std::tuple<c10::DeviceType, int, std::string, std::vector<int64_t>, int64_t>;
 
 struct Slot {
   std::mutex mutex; // held while this key's communicator is being created
@@ -27,14 +34,25 @@ std::string device_name(c10::DeviceType device) {
   return c10::DeviceTypeName(device, /*lower_case=*/true);
 }
 
+Key key_of(c10::Device device, const std::string& tag, const Chunk& chunk) {
+  return Key{device.type(), device.has_index() ? device.index() : -1, tag, chunk.members};
+}
+
+// True when `spec` cuts the whole world into chunks smaller than the world.
+bool partitions_world(const GroupSpec& spec, int64_t world_size) {
+  return static_cast<int64_t>(spec.ranks.size()) == world_size && spec.group_size < world_size;
+}
+
 } // namespace
 
 struct GroupRegistry::Impl {
   std::mutex mutex;
   std::optional<World> world;
   WorldProvider provider;
-  std::map<c10::DeviceType, CommunicatorFactory> factories;
+  std::map<c10::DeviceType, std::map<std::string, Transport>> transports;
+  std::map<std::pair<c10::DeviceType, std::string>, std::string> chosen; // (device, tag) -> name
   std::map<Key, std::shared_ptr<Slot>> slots;
+  std::set<PartitionKey> split_partitions;
   // How often each key was created in this process; part of the store prefix so a key created
   // again after shutdown() never meets the previous rendezvous's keys.
   std::map<Key, int64_t> generations;
@@ -67,9 +85,48 @@ void GroupRegistry::set_world_provider(WorldProvider provider) {
   impl().provider = std::move(provider);
 }
 
-void GroupRegistry::set_factory(c10::DeviceType device, CommunicatorFactory factory) {
+void GroupRegistry::add_transport(c10::DeviceType device, Transport transport) {
   std::lock_guard<std::mutex> lock(impl().mutex);
-  impl().factories[device] = std::move(factory);
+  auto name = transport.name;
+  impl().transports[device][name] = std::move(transport);
+}
+
+void GroupRegistry::select_transport(c10::DeviceType device, const std::string& tag,
+                                     const std::string& name) {
+  std::lock_guard<std::mutex> lock(impl().mutex);
+  impl().chosen[{device, tag}] = name;
+}
+
+Transport GroupRegistry::transport_for(std::string_view op, c10::DeviceType device,
+                                       const std::string& tag) {
+  std::lock_guard<std::mutex> lock(impl().mutex);
+  std::string name;
+  if (auto it = impl().chosen.find({device, tag}); it != impl().chosen.end()) {
+    name = it->second;
+  } else if (auto all = impl().chosen.find({device, ""}); all != impl().chosen.end()) {
+    name = all->second;
+  } else {
+    std::string variable = "C10D_FUNC_" + device_name(device) + "_TRANSPORT";
+    for (char& c : variable) {
+      c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    }
+    const char* from_env = std::getenv(variable.c_str());
+    name = from_env && *from_env ? from_env : (device == c10::DeviceType::CUDA ? "nccl" : "gloo");
+  }
+  auto& available = impl().transports[device];
+  auto it = available.find(name);
+  if (it == available.end()) {
+    std::string known;
+    for (const auto& [candidate, _] : available) {
+      known += (known.empty() ? "" : ", ") + candidate;
+    }
+    TORCH_CHECK(false, "c10d_func.", op, ": no '", name, "' transport for ", device_name(device),
+                " tensors (tag='", tag, "'); available: ", known.empty() ? "none" : known,
+                ". CPU uses Gloo (installed by `import c10d_func`); CUDA uses NCCL when the ",
+                "library is built with CUDA, or Gloo; a ProcessGroup can be bound with ",
+                "c10d_func.register_group");
+  }
+  return it->second;
 }
 
 std::optional<World> GroupRegistry::current_world() {
@@ -103,12 +160,80 @@ World GroupRegistry::world(std::string_view op) {
 
 std::shared_ptr<Communicator> GroupRegistry::communicator(
     std::string_view op,
-    c10::DeviceType device,
-    const std::string& tag,
+    c10::Device device,
+    const GroupSpec& spec,
     const Chunk& chunk) {
-  Key key{device, tag, chunk.members};
+  {
+    // A communicator bound with register_group wins over any transport.
+    std::lock_guard<std::mutex> lock(impl().mutex);
+    auto it = impl().slots.find(key_of(device, spec.tag, chunk));
+    if (it != impl().slots.end() && it->second->origin == "registered") {
+      return it->second->communicator;
+    }
+  }
+  const Transport transport = transport_for(op, device.type(), spec.tag);
+  if (transport.splits_world) {
+    const World world = this->world(op);
+    if (partitions_world(spec, world.size)) {
+      split_world(op, device, spec, chunk, transport, world);
+    }
+  }
+  auto communicator = chunk_communicator(op, device, spec.tag, chunk, transport);
+  if (auto failure = communicator->failure()) {
+    TORCH_CHECK(
+        false, "c10d_func.", op, ": the ", device_name(device.type()), " communicator for tag='",
+        spec.tag, "', chunk ", chunk.describe(), " is unusable after an earlier failure (",
+        *failure, "); its members are out of step. Use another tag, or call ",
+        "c10d_func.shutdown() on every member");
+  }
+  return communicator;
+}
+
+void GroupRegistry::split_world(std::string_view op, c10::Device device, const GroupSpec& spec,
+                                const Chunk& chunk, const Transport& transport,
+                                const World& world) {
+  const PartitionKey partition{device.type(), device.has_index() ? device.index() : -1, spec.tag,
+                               spec.ranks, spec.group_size};
+  {
+    std::lock_guard<std::mutex> lock(impl().mutex);
+    if (impl().split_partitions.count(partition)) {
+      return;
+    }
+  }
+  // Every world rank reaches this point for the same partition (each is in one chunk of it and
+  // makes the call), so every rank splits exactly once per partition, whatever else it cached.
+  Chunk everyone;
+  for (int64_t rank = 0; rank < world.size; ++rank) {
+    everyone.members.push_back(rank);
+  }
+  everyone.index = world.rank;
+  auto parent = chunk_communicator(op, device, spec.tag, everyone, transport);
+  const auto position = std::find(spec.ranks.begin(), spec.ranks.end(), world.rank) - spec.ranks.begin();
+  auto child = parent->split(/*color=*/position / spec.group_size, /*key=*/chunk.index);
+  std::lock_guard<std::mutex> lock(impl().mutex);
+  impl().split_partitions.insert(partition);
+  if (!child) {
+    return; // this transport could not split after all: chunks rendezvous on their own
+  }
+  auto& slot = impl().slots[key_of(device, spec.tag, chunk)];
+  if (!slot) {
+    slot = std::make_shared<Slot>();
+  }
+  std::lock_guard<std::mutex> creating(slot->mutex);
+  if (!slot->communicator) { // a chunk formed earlier by its members keeps its communicator
+    slot->communicator = std::move(child);
+    slot->origin = "split";
+  }
+}
+
+std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(
+    std::string_view op,
+    c10::Device device,
+    const std::string& tag,
+    const Chunk& chunk,
+    const Transport& transport) {
+  const Key key = key_of(device, tag, chunk);
   std::shared_ptr<Slot> slot;
-  CommunicatorFactory factory;
   int64_t generation = 0;
   {
     std::lock_guard<std::mutex> lock(impl().mutex);
@@ -117,65 +242,52 @@ std::shared_ptr<Communicator> GroupRegistry::communicator(
       entry = std::make_shared<Slot>();
     }
     slot = entry;
-    auto it = impl().factories.find(device);
-    if (it != impl().factories.end()) {
-      factory = it->second;
-    }
     generation = impl().generations[key];
   }
 
   std::lock_guard<std::mutex> creating(slot->mutex);
-  if (!slot->communicator) {
-    TORCH_CHECK(
-        factory, "c10d_func.", op, ": no transport for ", device_name(device),
-        " tensors (import c10d_func to install the Gloo transport, or bind a group with ",
-        "c10d_func.register_group)");
-    const World world = this->world(op);
-    std::ostringstream prefix;
-    prefix << "c10d_func/" << device_name(device) << "/" << tag << "/" << chunk.describe() << "/"
-           << generation;
-    Rendezvous rendezvous;
-    rendezvous.store = c10::make_intrusive<c10d::PrefixStore>(prefix.str(), world.store);
-    rendezvous.rank = chunk.index;
-    rendezvous.size = chunk.size();
-    rendezvous.timeout = collective_timeout();
-    // Each member announces itself first, so a rendezvous that times out can name who is missing.
-    const auto arrived = [](int64_t index) { return "arrived/" + std::to_string(index); };
-    rendezvous.store->set(arrived(chunk.index), std::vector<uint8_t>{1});
+  if (slot->communicator) {
+    return slot->communicator;
+  }
+  const World world = this->world(op);
+  std::ostringstream prefix;
+  prefix << "c10d_func/" << device << "/" << transport.name << "/" << tag << "/"
+         << chunk.describe() << "/" << generation;
+  Rendezvous rendezvous;
+  rendezvous.store = c10::make_intrusive<c10d::PrefixStore>(prefix.str(), world.store);
+  rendezvous.rank = chunk.index;
+  rendezvous.size = chunk.size();
+  rendezvous.timeout = collective_timeout();
+  rendezvous.device = device;
+  // Each member announces itself first, so a rendezvous that times out can name who is missing.
+  const auto arrived = [](int64_t index) { return "arrived/" + std::to_string(index); };
+  rendezvous.store->set(arrived(chunk.index), std::vector<uint8_t>{1});
+  try {
+    slot->communicator = transport.factory(rendezvous);
+  } catch (const std::exception& error) {
+    std::vector<int64_t> missing;
     try {
-      slot->communicator = factory(rendezvous);
-    } catch (const std::exception& error) {
-      std::vector<int64_t> missing;
-      try {
-        for (int64_t i = 0; i < chunk.size(); ++i) {
-          if (!rendezvous.store->check({arrived(i)})) {
-            missing.push_back(chunk.members[i]);
-          }
+      for (int64_t i = 0; i < chunk.size(); ++i) {
+        if (!rendezvous.store->check({arrived(i)})) {
+          missing.push_back(chunk.members[i]);
         }
-      } catch (const std::exception&) {
-        // The store itself is gone; report what we have.
       }
-      std::ostringstream why;
-      why << "c10d_func." << op << ": could not form the " << device_name(device)
-          << " communicator for tag='" << tag << "', chunk " << chunk.describe() << " within "
-          << rendezvous.timeout.count() / 1000.0 << " s";
-      if (!missing.empty()) {
-        why << "; ranks " << format_ranks(missing) << " never arrived";
-      }
-      why << ": " << error.what();
-      TORCH_CHECK(false, why.str());
+    } catch (const std::exception&) {
+      // The store itself is gone; report what we have.
     }
-    slot->origin = "created";
-    std::lock_guard<std::mutex> lock(impl().mutex);
-    impl().generations[key] = generation + 1;
+    std::ostringstream why;
+    why << "c10d_func." << op << ": could not form the " << transport.name << " communicator on "
+        << device << " for tag='" << tag << "', chunk " << chunk.describe() << " within "
+        << rendezvous.timeout.count() / 1000.0 << " s";
+    if (!missing.empty()) {
+      why << "; ranks " << format_ranks(missing) << " never arrived";
+    }
+    why << ": " << error.what();
+    TORCH_CHECK(false, why.str());
   }
-  if (auto failure = slot->communicator->failure()) {
-    TORCH_CHECK(
-        false, "c10d_func.", op, ": the ", device_name(device), " communicator for tag='", tag,
-        "', chunk ", chunk.describe(), " is unusable after an earlier failure (", *failure,
-        "); its members are out of step. Use another tag, or call c10d_func.shutdown() on every "
-        "member");
-  }
+  slot->origin = "created";
+  std::lock_guard<std::mutex> lock(impl().mutex);
+  impl().generations[key] = generation + 1;
   return slot->communicator;
 }
 
@@ -187,8 +299,11 @@ void GroupRegistry::register_communicator(
   auto slot = std::make_shared<Slot>();
   slot->communicator = std::move(communicator);
   slot->origin = "registered";
+  Chunk chunk;
+  chunk.members = std::move(members);
+  // A bound group serves every device index of its type (a ProcessGroup picks its own device).
   std::lock_guard<std::mutex> lock(impl().mutex);
-  impl().slots[Key{device, tag, std::move(members)}] = std::move(slot);
+  impl().slots[key_of(c10::Device(device), tag, chunk)] = std::move(slot);
 }
 
 std::vector<GroupInfo> GroupRegistry::groups() {
@@ -201,8 +316,11 @@ std::vector<GroupInfo> GroupRegistry::groups() {
     }
     GroupInfo info;
     info.device = device_name(std::get<0>(key));
-    info.tag = std::get<1>(key);
-    info.members = std::get<2>(key);
+    if (std::get<1>(key) >= 0) {
+      info.device += ":" + std::to_string(std::get<1>(key));
+    }
+    info.tag = std::get<2>(key);
+    info.members = std::get<3>(key);
     info.rank = slot->communicator->rank();
     info.backend = slot->communicator->backend_name();
     info.origin = slot->origin;
@@ -216,6 +334,7 @@ void GroupRegistry::shutdown() {
   drain_pending();
   std::lock_guard<std::mutex> lock(impl().mutex);
   impl().slots.clear();
+  impl().split_partitions.clear();
   // The world stays: an env:// store torn down here and re-created by the next call would let
   // a fast peer reconnect to the old server just before it goes away.
 }

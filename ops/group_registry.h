@@ -22,16 +22,29 @@
 
 namespace c10d_func {
 
+struct Rendezvous;
+class Communicator;
+using CommunicatorFactory = std::function<std::shared_ptr<Communicator>(const Rendezvous&)>;
+
 // Where a transport meets its peers: a store already prefixed for this key, the caller's index
-// in the chunk and its size.
+// in the chunk and its size, and the device the communicator serves.
 struct Rendezvous {
   c10::intrusive_ptr<c10d::Store> store;
   int64_t rank = -1;
   int64_t size = 0;
   std::chrono::milliseconds timeout{};
+  c10::Device device{c10::DeviceType::CPU};
 };
 
-using CommunicatorFactory = std::function<std::shared_ptr<Communicator>(const Rendezvous&)>;
+// A transport of one device type, by name ("gloo", "nccl").
+struct Transport {
+  std::string name;
+  CommunicatorFactory factory;
+  // Sub-communicators of a partition that covers the world are made by one split of the world
+  // communicator (one call per rank) instead of one rendezvous per chunk.
+  bool splits_world = false;
+};
+
 using WorldProvider = std::function<std::optional<World>()>;
 
 struct GroupInfo {
@@ -40,7 +53,7 @@ struct GroupInfo {
   std::vector<int64_t> members;
   int64_t rank = -1; // caller's index in members
   std::string backend;
-  std::string origin; // "created" or "registered"
+  std::string origin; // "created", "split" or "registered"
   std::optional<std::string> failure;
 };
 
@@ -50,17 +63,23 @@ class GroupRegistry {
 
   void set_world(World world);
   void set_world_provider(WorldProvider provider);
-  void set_factory(c10::DeviceType device, CommunicatorFactory factory);
+  // Adds (or replaces) a transport for `device`.
+  void add_transport(c10::DeviceType device, Transport transport);
+  // Which transport serves `device` for `tag` ("" = every tag without a choice of its own).
+  // Without a choice: C10D_FUNC_<DEVICE>_TRANSPORT (e.g. C10D_FUNC_CUDA_TRANSPORT=gloo), else
+  // nccl for CUDA and gloo for CPU.
+  void select_transport(c10::DeviceType device, const std::string& tag, const std::string& name);
 
   // The world, resolved on first use; raises naming `op` when there is none.
   World world(std::string_view op);
   // The world if one is already resolved (no discovery).
   std::optional<World> current_world();
 
+  // The communicator of the caller's chunk of `spec` for tensors on `device`.
   std::shared_ptr<Communicator> communicator(
       std::string_view op,
-      c10::DeviceType device,
-      const std::string& tag,
+      c10::Device device,
+      const GroupSpec& spec,
       const Chunk& chunk);
 
   void register_communicator(
@@ -79,6 +98,12 @@ class GroupRegistry {
   GroupRegistry() = default;
   struct Impl;
   Impl& impl();
+  Transport transport_for(std::string_view op, c10::DeviceType device, const std::string& tag);
+  std::shared_ptr<Communicator> chunk_communicator(
+      std::string_view op, c10::Device device, const std::string& tag, const Chunk& chunk,
+      const Transport& transport);
+  void split_world(std::string_view op, c10::Device device, const GroupSpec& spec,
+                   const Chunk& chunk, const Transport& transport, const World& world);
 };
 
 } // namespace c10d_func

@@ -90,7 +90,17 @@ void wait_pending(const at::Tensor& tensor) {
     return;
   }
   pending->completion->wait();
-  if (pending->completion->hasError()) {
+  // Transports that complete at enqueue (CUDA) report failures through their communicator.
+  if (!pending->completion->hasError()) {
+    if (auto communicator = pending->communicator.lock()) {
+      if (auto failure = communicator->failure()) {
+        TORCH_CHECK(false, "c10d_func.", pending->op, " failed on group (", pending->group, "): ",
+                    *failure);
+      }
+    }
+    return;
+  }
+  {
     const std::string reason = pending->completion->tryRetrieveErrorMessage();
     if (auto communicator = pending->communicator.lock()) {
       communicator->mark_failed("c10d_func." + pending->op + " failed: " + reason);

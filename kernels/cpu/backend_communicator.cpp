@@ -1,45 +1,26 @@
 // BackendCommunicator: the library's collectives on top of a c10d::Backend.
 //
 // c10d backends differ in what they reduce: Gloo has no int16/uint16/uint32/uint64 arithmetic,
-// and the meaning of integer `avg` is backend-defined. So reductions are staged: the tensor on
-// the wire is chosen per dtype (complex as view_as_real, bool as uint8 with or/and semantics,
-// narrow or unsigned ints widened), avg travels as a sum and is divided afterwards (truncating
-// for integers, as NCCL does), and the result is copied back once the wire tensor is final.
+// and the meaning of integer `avg` is backend-defined. So reductions are staged the same way on
+// every transport (ops/reduction_staging.h) and finished once the wire tensor is final.
 // Collectives that only move data never look at the dtype: they move rows of bytes, which is how
 // fp8, complex and bool travel on any backend.
 #include "kernels/cpu/backend_communicator.h"
 #include "kernels/cpu/local_reduce.h"
+#include "ops/reduction_staging.h"
 
 #include <ATen/ATen.h>
 
 namespace c10d_func {
 namespace {
 
-// The reduction c10d performs on the wire tensor.
-c10d::ReduceOp wire_reduce_op(ReduceOp reduce_op, bool is_bool) {
+c10d::ReduceOp c10d_reduce_op(ReduceOp reduce_op) {
   using Kind = c10d::ReduceOp::RedOpType;
-  if (is_bool) {
-    // bool as uint8 0/1: sum/max/bor are logical or, product/min/band logical and.
-    switch (reduce_op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kMax:
-      case ReduceOp::kBor:
-        return c10d::ReduceOp(Kind::MAX);
-      case ReduceOp::kProduct:
-      case ReduceOp::kMin:
-      case ReduceOp::kBand:
-        return c10d::ReduceOp(Kind::MIN);
-      case ReduceOp::kBxor:
-        return c10d::ReduceOp(Kind::BXOR);
-      case ReduceOp::kAvg:
-        break;
-    }
-    TORCH_INTERNAL_ASSERT(false, "avg on bool is rejected before it reaches a transport");
-  }
   switch (reduce_op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg:
       return c10d::ReduceOp(Kind::SUM);
+    case ReduceOp::kAvg:
+      return c10d::ReduceOp(Kind::AVG);
     case ReduceOp::kProduct:
       return c10d::ReduceOp(Kind::PRODUCT);
     case ReduceOp::kMin:
@@ -56,60 +37,9 @@ c10d::ReduceOp wire_reduce_op(ReduceOp reduce_op, bool is_bool) {
   TORCH_INTERNAL_ASSERT(false, "unknown ReduceOp");
 }
 
-// The dtype a reduction travels in; the same on every backend so results agree across them.
-c10::ScalarType wire_dtype(c10::ScalarType dtype) {
-  switch (dtype) {
-    case c10::kBool:
-      return c10::kByte;
-    case c10::kShort:
-    case c10::kUInt16:
-      return c10::kInt;
-    case c10::kUInt32:
-    case c10::kUInt64:
-      // Two's-complement int64 gives the same bits for sum/product/bitwise; min/max of uint64
-      // values above 2**63 are the one case it cannot order (documented).
-      return c10::kLong;
-    default:
-      return dtype;
-  }
-}
-
-// A reduction's tensor on the wire and how to bring the result back into the caller's buffer.
-struct StagedReduction {
-  at::Tensor wire;
-  c10d::ReduceOp wire_op;
-  bool copy_back = false;
-  bool divide = false;
-
-  // Called once the wire tensor holds the reduced values.
-  void finish(const at::Tensor& buffer, int64_t group_size) const {
-    if (divide) {
-      if (c10::isIntegralType(wire.scalar_type(), /*includeBool=*/false)) {
-        wire.div_(group_size, "trunc");
-      } else {
-        wire.div_(group_size);
-      }
-    }
-    if (copy_back) {
-      buffer.copy_(wire);
-    }
-  }
-};
-
+// c10d backends define integer avg differently (Gloo has none on some dtypes): always compose it.
 StagedReduction stage(const at::Tensor& buffer, ReduceOp reduce_op) {
-  StagedReduction staged;
-  const auto dtype = buffer.scalar_type();
-  staged.wire_op = wire_reduce_op(reduce_op, dtype == c10::kBool);
-  staged.divide = reduce_op == ReduceOp::kAvg;
-  if (c10::isComplexType(dtype)) {
-    staged.wire = at::view_as_real(buffer); // shares storage: nothing to copy back
-  } else if (wire_dtype(dtype) != dtype) {
-    staged.wire = buffer.to(wire_dtype(dtype));
-    staged.copy_back = true;
-  } else {
-    staged.wire = buffer;
-  }
-  return staged;
+  return stage_reduction(buffer, reduce_op, /*transport_averages_floats=*/false);
 }
 
 // A contiguous tensor seen as [rows, bytes-per-row] uint8: what data-moving collectives send.
@@ -144,7 +74,7 @@ class BackendCommunicator final : public Communicator {
     auto staged = stage(buffer, reduce_op);
     std::vector<at::Tensor> tensors{staged.wire};
     c10d::AllreduceOptions options;
-    options.reduceOp = staged.wire_op;
+    options.reduceOp = c10d_reduce_op(staged.wire_op);
     auto work = backend_->allreduce(tensors, options);
     return finish_after(work, buffer, staged);
   }
@@ -208,7 +138,7 @@ class BackendCommunicator final : public Communicator {
     auto staged = stage(buffer, reduce_op);
     std::vector<at::Tensor> tensors{staged.wire};
     c10d::ReduceOptions options;
-    options.reduceOp = staged.wire_op;
+    options.reduceOp = c10d_reduce_op(staged.wire_op);
     options.rootRank = root;
     auto work = backend_->reduce(tensors, options);
     return finish_after(work, buffer, staged);
@@ -258,7 +188,7 @@ class BackendCommunicator final : public Communicator {
       const at::Tensor& buffer,
       const StagedReduction& staged) const {
     auto upstream = work->getFuture();
-    if (!staged.divide && !staged.copy_back) {
+    if (!staged.needs_finish()) {
       return upstream;
     }
     return then_run(upstream, [buffer, staged, group_size = size()] {

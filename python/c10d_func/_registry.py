@@ -30,7 +30,20 @@ def _make_gloo(store: Any, rank: int, size: int, timeout_seconds: float) -> Any:
 
 def install() -> None:
     _C.set_world_provider(_default_group_world)
-    _C.set_backend_factory("cpu", _make_gloo)
+    # torch's ProcessGroupGloo moves CPU tensors, and CUDA tensors through host memory: it is
+    # the CPU transport and the alternative CUDA transport (NCCL is the CUDA default).
+    for device in ("cpu", "cuda"):
+        _C.add_backend_transport(device, "gloo", _make_gloo)
+
+
+def set_transport(transport: str, device: str = "cuda", tag: str | None = None) -> None:
+    """Chooses the transport of `device` tensors: for one tag, or for every tag without a choice.
+
+    CUDA: "nccl" (default, when built with CUDA) or "gloo"; CPU: "gloo". The environment
+    variable C10D_FUNC_CUDA_TRANSPORT sets the CUDA default without code. A group's communicator
+    is made on first use, so choose before a tag's first collective.
+    """
+    _C.select_transport(device, transport, tag or "")
 
 
 def init(store: dist.Store, rank: int, world_size: int) -> None:

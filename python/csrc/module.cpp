@@ -47,10 +47,11 @@ void set_world_provider(py::object provider) {
   });
 }
 
-void set_backend_factory(const std::string& device, py::object factory) {
+void add_backend_transport(const std::string& device, const std::string& name, py::object factory) {
   auto held = keep(std::move(factory));
-  GroupRegistry::instance().set_factory(
-      parse_device(device), [held](const Rendezvous& rendezvous) {
+  Transport transport;
+  transport.name = name;
+  transport.factory = [held](const Rendezvous& rendezvous) {
         c10::intrusive_ptr<c10d::Backend> backend;
         {
           py::gil_scoped_acquire gil;
@@ -59,7 +60,8 @@ void set_backend_factory(const std::string& device, py::object factory) {
                         .cast<c10::intrusive_ptr<c10d::Backend>>();
         }
         return make_backend_communicator(std::move(backend));
-      });
+      };
+  GroupRegistry::instance().add_transport(parse_device(device), std::move(transport));
 }
 
 py::list groups() {
@@ -103,7 +105,14 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("store"), py::arg("rank"), py::arg("world_size"));
   m.def("set_world_provider", &set_world_provider, py::arg("provider"));
-  m.def("set_backend_factory", &set_backend_factory, py::arg("device"), py::arg("factory"));
+  m.def("add_backend_transport", &add_backend_transport, py::arg("device"), py::arg("name"),
+        py::arg("factory"));
+  m.def(
+      "select_transport",
+      [](const std::string& device, const std::string& name, const std::string& tag) {
+        GroupRegistry::instance().select_transport(parse_device(device), tag, name);
+      },
+      py::arg("device"), py::arg("name"), py::arg("tag") = "");
   m.def(
       "register_backend",
       [](c10::intrusive_ptr<c10d::Backend> backend, const std::string& device,

@@ -1,9 +1,12 @@
-// CPU kernels of every c10d_func operator. Each one checks its own arguments, allocates a fresh
-// contiguous output (shapes from ops/shape_rules, the same the Meta kernels give), issues the
-// collective on the chunk's communicator and returns at once; the output is recorded as pending
-// until wait_tensor, which blocks the host until the collective is done.
+// The kernels of every c10d_func operator, for any device with a transport. Each one checks its
+// own arguments, allocates a fresh contiguous output (shapes from ops/shape_rules, the same the
+// Meta kernels give), issues the collective on the chunk's communicator for the input's device
+// and returns at once; the output is recorded as pending until wait_tensor. What differs by
+// device lives in the communicator and its Completion: on CPU waiting blocks the host, on CUDA
+// it makes the current stream wait on the collective's event. kernels/cpu and kernels/cuda
+// register these functions for their dispatch keys.
 #include <ATen/ATen.h>
-#include <torch/library.h>
+#include "ops/collective_kernels.h"
 
 #include "ops/collective_call.h"
 #include "ops/pending_work.h"
@@ -15,8 +18,6 @@
 
 namespace c10d_func {
 namespace {
-
-constexpr auto kCPU = c10::DeviceType::CPU;
 
 std::vector<int64_t> concrete(const SymShape& shape) {
   std::vector<int64_t> sizes;
@@ -46,6 +47,8 @@ Completion into(const at::Tensor& target, const at::Tensor& buffer, const Comple
   return then_run(completion, [target, buffer] { target.copy_(buffer); });
 }
 
+} // namespace
+
 at::Tensor all_reduce(
     const at::Tensor& self,
     c10::string_view reduce_op,
@@ -55,7 +58,7 @@ at::Tensor all_reduce(
   constexpr std::string_view kOp = "all_reduce";
   auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
-  CollectiveCall call(kOp, kCPU, std::move(spec));
+  CollectiveCall call(kOp, self.device(), std::move(spec));
   at::Tensor output = self.clone(at::MemoryFormat::Contiguous);
   call.record(output, call.communicator().all_reduce(output, op));
   return output;
@@ -70,7 +73,7 @@ at::Tensor& all_reduce_(
   constexpr std::string_view kOp = "all_reduce_";
   auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
-  CollectiveCall call(kOp, kCPU, std::move(spec));
+  CollectiveCall call(kOp, self.device(), std::move(spec));
   at::Tensor buffer = self.contiguous();
   call.record(self, into(self, buffer, call.communicator().all_reduce(buffer, op)));
   return self;
@@ -93,7 +96,7 @@ std::vector<at::Tensor> all_reduce_coalesced(
   if (self.empty()) {
     return outputs;
   }
-  CollectiveCall call(kOp, kCPU, std::move(spec));
+  CollectiveCall call(kOp, self[0].device(), std::move(spec));
   for (const auto& tensor : self) {
     at::Tensor output = tensor.clone(at::MemoryFormat::Contiguous);
     call.record(output, call.communicator().all_reduce(output, op));
@@ -102,7 +105,7 @@ std::vector<at::Tensor> all_reduce_coalesced(
   return outputs;
 }
 
-at::Tensor all_gather_one(const CollectiveCall& call, std::string_view op, const at::Tensor& self) {
+static at::Tensor all_gather_one(const CollectiveCall& call, std::string_view op, const at::Tensor& self) {
   at::Tensor input = self.contiguous();
   at::Tensor output = new_output(gathered_shape(op, self.sym_sizes(), call.group_size()), self);
   call.record(output, call.communicator().all_gather(output, input));
@@ -115,7 +118,7 @@ at::Tensor all_gather_into_tensor(
     at::IntArrayRef ranks,
     int64_t group_size) {
   constexpr std::string_view kOp = "all_gather_into_tensor";
-  CollectiveCall call(kOp, kCPU, GroupSpec::parse(kOp, tag, ranks, group_size));
+  CollectiveCall call(kOp, self.device(), GroupSpec::parse(kOp, tag, ranks, group_size));
   return all_gather_one(call, kOp, self);
 }
 
@@ -131,14 +134,14 @@ std::vector<at::Tensor> all_gather_into_tensor_coalesced(
   if (self.empty()) {
     return outputs;
   }
-  CollectiveCall call(kOp, kCPU, std::move(spec));
+  CollectiveCall call(kOp, self[0].device(), std::move(spec));
   for (const auto& tensor : self) {
     outputs.push_back(all_gather_one(call, kOp, tensor));
   }
   return outputs;
 }
 
-at::Tensor reduce_scatter_one(
+static at::Tensor reduce_scatter_one(
     const CollectiveCall& call,
     std::string_view op,
     const at::Tensor& self,
@@ -159,7 +162,7 @@ at::Tensor reduce_scatter_tensor(
   auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
   (void)scattered_shape(kOp, self.sym_sizes(), group_size); // shape errors before any world
-  CollectiveCall call(kOp, kCPU, std::move(spec));
+  CollectiveCall call(kOp, self.device(), std::move(spec));
   return reduce_scatter_one(call, kOp, self, op);
 }
 
@@ -181,14 +184,14 @@ std::vector<at::Tensor> reduce_scatter_tensor_coalesced(
   if (self.empty()) {
     return outputs;
   }
-  CollectiveCall call(kOp, kCPU, std::move(spec));
+  CollectiveCall call(kOp, self[0].device(), std::move(spec));
   for (const auto& tensor : self) {
     outputs.push_back(reduce_scatter_one(call, kOp, tensor, op));
   }
   return outputs;
 }
 
-std::vector<int64_t> even_splits(int64_t rows, int64_t group_size) {
+static std::vector<int64_t> even_splits(int64_t rows, int64_t group_size) {
   return std::vector<int64_t>(group_size, rows / group_size);
 }
 
@@ -208,7 +211,7 @@ at::Tensor all_to_all_single(
       input_split_sizes ? c10::OptionalArrayRef<c10::SymInt>(c10::fromIntArrayRefSlow(*input_split_sizes))
                         : c10::nullopt,
       group_size);
-  CollectiveCall call(kOp, kCPU, std::move(spec));
+  CollectiveCall call(kOp, self.device(), std::move(spec));
   at::Tensor input = self.contiguous();
   at::Tensor output = new_output(shape, self);
   auto out_splits = output_split_sizes ? output_split_sizes->vec() : even_splits(output.size(0), group_size);
@@ -228,7 +231,7 @@ at::Tensor broadcast(
   constexpr std::string_view kOp = "broadcast";
   auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
   check_group_index(kOp, "src", src, group_size);
-  CollectiveCall call(kOp, kCPU, std::move(spec));
+  CollectiveCall call(kOp, self.device(), std::move(spec));
   at::Tensor output = self.clone(at::MemoryFormat::Contiguous);
   call.record(output, call.communicator().broadcast(output, src));
   return output;
@@ -243,7 +246,7 @@ at::Tensor& broadcast_(
   constexpr std::string_view kOp = "broadcast_";
   auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
   check_group_index(kOp, "src", src, group_size);
-  CollectiveCall call(kOp, kCPU, std::move(spec));
+  CollectiveCall call(kOp, self.device(), std::move(spec));
   at::Tensor buffer = self.contiguous();
   call.record(self, into(self, buffer, call.communicator().broadcast(buffer, src)));
   return self;
@@ -260,7 +263,7 @@ at::Tensor reduce(
   auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
   check_group_index(kOp, "dst", dst, group_size);
-  CollectiveCall call(kOp, kCPU, std::move(spec));
+  CollectiveCall call(kOp, self.device(), std::move(spec));
   at::Tensor output = self.clone(at::MemoryFormat::Contiguous);
   Completion done = call.communicator().reduce(output, dst, op);
   if (call.index() != dst) {
@@ -280,7 +283,7 @@ at::Tensor gather(
   constexpr std::string_view kOp = "gather";
   auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
   check_group_index(kOp, "dst", dst, group_size);
-  CollectiveCall call(kOp, kCPU, std::move(spec));
+  CollectiveCall call(kOp, self.device(), std::move(spec));
   const auto shape = concrete(gathered_shape(kOp, self.sym_sizes(), group_size));
   const auto options = self.options().memory_format(at::MemoryFormat::Contiguous);
   // Only dst receives; everyone else's output is defined as zeros.
@@ -299,7 +302,7 @@ at::Tensor scatter(
   auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
   check_group_index(kOp, "src", src, group_size);
   const auto shape = scattered_shape(kOp, self.sym_sizes(), group_size);
-  CollectiveCall call(kOp, kCPU, std::move(spec));
+  CollectiveCall call(kOp, self.device(), std::move(spec));
   at::Tensor output = new_output(shape, self);
   call.record(output, call.communicator().scatter(output, self.contiguous(), src));
   return output;
@@ -314,7 +317,7 @@ at::Tensor permute(
   constexpr std::string_view kOp = "permute";
   auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
   const auto sender_of = check_permutation(kOp, src_dst, group_size);
-  CollectiveCall call(kOp, kCPU, std::move(spec));
+  CollectiveCall call(kOp, self.device(), std::move(spec));
   at::Tensor input = self.contiguous();
   at::Tensor output = at::empty_like(input, at::MemoryFormat::Contiguous);
   const int64_t me = call.index();
@@ -333,26 +336,6 @@ at::Tensor permute(
 at::Tensor wait_tensor(const at::Tensor& self) {
   wait_pending(self);
   return self;
-}
-
-} // namespace
-
-TORCH_LIBRARY_IMPL(c10d_func, CPU, m) {
-  m.impl("all_reduce", &all_reduce);
-  m.impl("all_reduce_", &all_reduce_);
-  m.impl("all_reduce_coalesced", &all_reduce_coalesced);
-  m.impl("all_gather_into_tensor", &all_gather_into_tensor);
-  m.impl("all_gather_into_tensor_coalesced", &all_gather_into_tensor_coalesced);
-  m.impl("reduce_scatter_tensor", &reduce_scatter_tensor);
-  m.impl("reduce_scatter_tensor_coalesced", &reduce_scatter_tensor_coalesced);
-  m.impl("all_to_all_single", &all_to_all_single);
-  m.impl("broadcast", &broadcast);
-  m.impl("broadcast_", &broadcast_);
-  m.impl("reduce", &reduce);
-  m.impl("gather", &gather);
-  m.impl("scatter", &scatter);
-  m.impl("permute", &permute);
-  m.impl("wait_tensor", &wait_tensor);
 }
 
 } // namespace c10d_func
