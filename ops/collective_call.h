@@ -14,7 +14,9 @@ namespace c10d_func {
 
 class CollectiveCall {
  public:
-  CollectiveCall(std::string_view op, c10::Device device, GroupSpec spec);
+  // `inputs` give the device and, under C10D_FUNC_DEBUG=DETAIL, what the members compare.
+  // `same_rows` is false where members may legitimately differ in dim 0 (all_to_all_single).
+  CollectiveCall(std::string_view op, at::TensorList inputs, GroupSpec spec, bool same_rows = true);
 
   Communicator& communicator() const { return *communicator_; }
   const Chunk& chunk() const { return chunk_; }

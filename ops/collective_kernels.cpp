@@ -58,7 +58,7 @@ at::Tensor all_reduce(
   constexpr std::string_view kOp = "all_reduce";
   auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
-  CollectiveCall call(kOp, self.device(), std::move(spec));
+  CollectiveCall call(kOp, self, std::move(spec));
   at::Tensor output = self.clone(at::MemoryFormat::Contiguous);
   call.record(output, call.communicator().all_reduce(output, op));
   return output;
@@ -73,7 +73,7 @@ at::Tensor& all_reduce_(
   constexpr std::string_view kOp = "all_reduce_";
   auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
-  CollectiveCall call(kOp, self.device(), std::move(spec));
+  CollectiveCall call(kOp, self, std::move(spec));
   at::Tensor buffer = self.contiguous();
   call.record(self, into(self, buffer, call.communicator().all_reduce(buffer, op)));
   return self;
@@ -96,7 +96,7 @@ std::vector<at::Tensor> all_reduce_coalesced(
   if (self.empty()) {
     return outputs;
   }
-  CollectiveCall call(kOp, self[0].device(), std::move(spec));
+  CollectiveCall call(kOp, self, std::move(spec));
   for (const auto& tensor : self) {
     at::Tensor output = tensor.clone(at::MemoryFormat::Contiguous);
     call.record(output, call.communicator().all_reduce(output, op));
@@ -118,7 +118,7 @@ at::Tensor all_gather_into_tensor(
     at::IntArrayRef ranks,
     int64_t group_size) {
   constexpr std::string_view kOp = "all_gather_into_tensor";
-  CollectiveCall call(kOp, self.device(), GroupSpec::parse(kOp, tag, ranks, group_size));
+  CollectiveCall call(kOp, self, GroupSpec::parse(kOp, tag, ranks, group_size));
   return all_gather_one(call, kOp, self);
 }
 
@@ -134,7 +134,7 @@ std::vector<at::Tensor> all_gather_into_tensor_coalesced(
   if (self.empty()) {
     return outputs;
   }
-  CollectiveCall call(kOp, self[0].device(), std::move(spec));
+  CollectiveCall call(kOp, self, std::move(spec));
   for (const auto& tensor : self) {
     outputs.push_back(all_gather_one(call, kOp, tensor));
   }
@@ -162,7 +162,7 @@ at::Tensor reduce_scatter_tensor(
   auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
   (void)scattered_shape(kOp, self.sym_sizes(), group_size); // shape errors before any world
-  CollectiveCall call(kOp, self.device(), std::move(spec));
+  CollectiveCall call(kOp, self, std::move(spec));
   return reduce_scatter_one(call, kOp, self, op);
 }
 
@@ -184,7 +184,7 @@ std::vector<at::Tensor> reduce_scatter_tensor_coalesced(
   if (self.empty()) {
     return outputs;
   }
-  CollectiveCall call(kOp, self[0].device(), std::move(spec));
+  CollectiveCall call(kOp, self, std::move(spec));
   for (const auto& tensor : self) {
     outputs.push_back(reduce_scatter_one(call, kOp, tensor, op));
   }
@@ -211,7 +211,7 @@ at::Tensor all_to_all_single(
       input_split_sizes ? c10::OptionalArrayRef<c10::SymInt>(c10::fromIntArrayRefSlow(*input_split_sizes))
                         : c10::nullopt,
       group_size);
-  CollectiveCall call(kOp, self.device(), std::move(spec));
+  CollectiveCall call(kOp, self, std::move(spec), /*same_rows=*/false);
   at::Tensor input = self.contiguous();
   at::Tensor output = new_output(shape, self);
   auto out_splits = output_split_sizes ? output_split_sizes->vec() : even_splits(output.size(0), group_size);
@@ -231,7 +231,7 @@ at::Tensor broadcast(
   constexpr std::string_view kOp = "broadcast";
   auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
   check_group_index(kOp, "src", src, group_size);
-  CollectiveCall call(kOp, self.device(), std::move(spec));
+  CollectiveCall call(kOp, self, std::move(spec));
   at::Tensor output = self.clone(at::MemoryFormat::Contiguous);
   call.record(output, call.communicator().broadcast(output, src));
   return output;
@@ -246,7 +246,7 @@ at::Tensor& broadcast_(
   constexpr std::string_view kOp = "broadcast_";
   auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
   check_group_index(kOp, "src", src, group_size);
-  CollectiveCall call(kOp, self.device(), std::move(spec));
+  CollectiveCall call(kOp, self, std::move(spec));
   at::Tensor buffer = self.contiguous();
   call.record(self, into(self, buffer, call.communicator().broadcast(buffer, src)));
   return self;
@@ -263,7 +263,7 @@ at::Tensor reduce(
   auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
   check_group_index(kOp, "dst", dst, group_size);
-  CollectiveCall call(kOp, self.device(), std::move(spec));
+  CollectiveCall call(kOp, self, std::move(spec));
   at::Tensor output = self.clone(at::MemoryFormat::Contiguous);
   Completion done = call.communicator().reduce(output, dst, op);
   if (call.index() != dst) {
@@ -283,7 +283,7 @@ at::Tensor gather(
   constexpr std::string_view kOp = "gather";
   auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
   check_group_index(kOp, "dst", dst, group_size);
-  CollectiveCall call(kOp, self.device(), std::move(spec));
+  CollectiveCall call(kOp, self, std::move(spec));
   const auto shape = concrete(gathered_shape(kOp, self.sym_sizes(), group_size));
   const auto options = self.options().memory_format(at::MemoryFormat::Contiguous);
   // Only dst receives; everyone else's output is defined as zeros.
@@ -302,7 +302,7 @@ at::Tensor scatter(
   auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
   check_group_index(kOp, "src", src, group_size);
   const auto shape = scattered_shape(kOp, self.sym_sizes(), group_size);
-  CollectiveCall call(kOp, self.device(), std::move(spec));
+  CollectiveCall call(kOp, self, std::move(spec));
   at::Tensor output = new_output(shape, self);
   call.record(output, call.communicator().scatter(output, self.contiguous(), src));
   return output;
@@ -317,7 +317,7 @@ at::Tensor permute(
   constexpr std::string_view kOp = "permute";
   auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
   const auto sender_of = check_permutation(kOp, src_dst, group_size);
-  CollectiveCall call(kOp, self.device(), std::move(spec));
+  CollectiveCall call(kOp, self, std::move(spec));
   at::Tensor input = self.contiguous();
   at::Tensor output = at::empty_like(input, at::MemoryFormat::Contiguous);
   const int64_t me = call.index();

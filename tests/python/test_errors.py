@@ -232,3 +232,28 @@ def test_a_peer_that_skips_a_collective_fails_the_others(pool):
         assert f"tag='{tag}'" in message, message
         assert elapsed < 60, f"took {elapsed:.1f} s for a 3 s timeout"
         assert "unusable after an earlier failure" in again, again
+
+
+def body_debug_mode_reports_mismatch(rank: int, world_size: int, tag: str):
+    os.environ["C10D_FUNC_DEBUG"] = "DETAIL"
+    try:
+        ranks = list(range(world_size))
+        # Agreeing calls pass the check and give the right result.
+        ok = ops.wait_tensor(ops.all_reduce(torch.ones(2), "sum", tag, ranks, world_size)).tolist()
+        shape = (4,) if rank == 0 else (3,)  # rank 0 disagrees with the others
+        try:
+            ops.all_reduce(torch.ones(shape), "sum", tag, ranks, world_size)
+            return ok, "no error"
+        except RuntimeError as error:
+            return ok, str(error)
+    finally:
+        del os.environ["C10D_FUNC_DEBUG"]
+
+
+def test_debug_mode_reports_members_that_disagree(pool):
+    tag = f"debug-{uuid.uuid4().hex[:8]}"
+    for ok, message in pool.run(body_debug_mode_reports_mismatch, tag):
+        assert ok == [float(pool.world_size)] * 2
+        assert "c10d_func.all_reduce: the members of chunk" in message, message
+        assert "disagree on collective #1 (C10D_FUNC_DEBUG=DETAIL)" in message
+        assert "rank 0: all_reduce Float[4]" in message and "rank 1: all_reduce Float[3]" in message
