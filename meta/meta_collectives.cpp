@@ -9,6 +9,7 @@
 #include "ops/group_spec.h"
 #include "ops/reduce_op.h"
 #include "ops/shape_rules.h"
+#include "ops/register_kernels.h"
 #include "ops/tensor_checks.h"
 
 #include <string_view>
@@ -160,24 +161,10 @@ at::Tensor wait_tensor(const at::Tensor& self) {
   return self;
 }
 
-} // namespace
-
 TORCH_LIBRARY_IMPL(c10d_func, Meta, m) {
-  m.impl("all_reduce", &all_reduce);
-  m.impl("all_reduce_", &all_reduce_);
-  m.impl("all_reduce_coalesced", &all_reduce_coalesced);
-  m.impl("all_gather_into_tensor", &all_gather_into_tensor);
-  m.impl("all_gather_into_tensor_coalesced", &all_gather_into_tensor_coalesced);
-  m.impl("reduce_scatter_tensor", &reduce_scatter_tensor);
-  m.impl("reduce_scatter_tensor_coalesced", &reduce_scatter_tensor_coalesced);
-  m.impl("all_to_all_single", &all_to_all_single);
-  m.impl("broadcast", &broadcast);
-  m.impl("broadcast_", &broadcast_);
-  m.impl("reduce", &reduce);
-  m.impl("gather", &gather);
-  m.impl("scatter", &scatter);
-  m.impl("permute", &permute);
-  m.impl("wait_tensor", &wait_tensor);
+  C10D_FUNC_IMPL_EVERY_OP(m)
 }
+
+} // namespace
 
 } // namespace c10d_func

@@ -1,28 +1,27 @@
 #pragma once
-// Registers the device-generic kernels for one dispatch key; used by kernels/cpu and kernels/cuda
-// so the list of operators is written once.
+// The list of operators, written once, and the registration of one kernel per operator for a
+// dispatch key: kernels/cpu and kernels/cuda register the device-generic kernels of
+// ops/collective_kernels, meta/ its own.
 #include <torch/library.h>
 
-#include "ops/collective_kernels.h"
+#define C10D_FUNC_FOR_EACH_OP(X)     \
+  X(all_reduce)                      \
+  X(all_reduce_)                     \
+  X(all_reduce_coalesced)            \
+  X(all_gather_into_tensor)          \
+  X(all_gather_into_tensor_coalesced) \
+  X(reduce_scatter_tensor)           \
+  X(reduce_scatter_tensor_coalesced) \
+  X(all_to_all_single)               \
+  X(broadcast)                       \
+  X(broadcast_)                      \
+  X(reduce)                          \
+  X(gather)                          \
+  X(scatter)                         \
+  X(permute)                         \
+  X(wait_tensor)
 
-namespace c10d_func {
-
-inline void register_collective_kernels(torch::Library& m) {
-  m.impl("all_reduce", &all_reduce);
-  m.impl("all_reduce_", &all_reduce_);
-  m.impl("all_reduce_coalesced", &all_reduce_coalesced);
-  m.impl("all_gather_into_tensor", &all_gather_into_tensor);
-  m.impl("all_gather_into_tensor_coalesced", &all_gather_into_tensor_coalesced);
-  m.impl("reduce_scatter_tensor", &reduce_scatter_tensor);
-  m.impl("reduce_scatter_tensor_coalesced", &reduce_scatter_tensor_coalesced);
-  m.impl("all_to_all_single", &all_to_all_single);
-  m.impl("broadcast", &broadcast);
-  m.impl("broadcast_", &broadcast_);
-  m.impl("reduce", &reduce);
-  m.impl("gather", &gather);
-  m.impl("scatter", &scatter);
-  m.impl("permute", &permute);
-  m.impl("wait_tensor", &wait_tensor);
-}
-
-} // namespace c10d_func
+// Registers, for every operator, the function of the same name found by unqualified lookup
+// where the macro is expanded.
+#define C10D_FUNC_IMPL_ONE(name) m.impl(#name, &name);
+#define C10D_FUNC_IMPL_EVERY_OP(m) C10D_FUNC_FOR_EACH_OP(C10D_FUNC_IMPL_ONE)

@@ -3,11 +3,16 @@
 // c10d_func.set_transport and C10D_FUNC_CUDA_TRANSPORT).
 #include "kernels/cuda/nccl_communicator.h"
 #include "ops/group_registry.h"
+#include "ops/collective_kernels.h"
 #include "ops/register_kernels.h"
 
+namespace c10d_func {
+
 TORCH_LIBRARY_IMPL(c10d_func, CUDA, m) {
-  c10d_func::register_collective_kernels(m);
+  C10D_FUNC_IMPL_EVERY_OP(m)
 }
+
+} // namespace c10d_func
 
 namespace {
 
