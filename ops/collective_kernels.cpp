@@ -32,6 +32,14 @@ at::Tensor new_output(const SymShape& shape, const at::Tensor& like) {
   return at::empty(concrete(shape), like.options().memory_format(at::MemoryFormat::Contiguous));
 }
 
+// What a collective sends, owned by the collective. Ops read their input after they return, while
+// the caller may already write to it (eagerly, before its wait) or a compiler may reuse its
+// buffer (inductor does, as soon as the op returns): so they never send the caller's tensor.
+at::Tensor snapshot(const at::Tensor& self) {
+  at::Tensor owned = self.contiguous();
+  return owned.is_same(self) ? self.clone(at::MemoryFormat::Contiguous) : owned;
+}
+
 ReduceOp checked_reduce_op(std::string_view op, std::string_view name, const at::Tensor& self) {
   const ReduceOp reduce_op = parse_reduce_op(op, name);
   check_reduce_dtype(op, reduce_op, self.scalar_type());
@@ -106,7 +114,7 @@ std::vector<at::Tensor> all_reduce_coalesced(
 }
 
 static at::Tensor all_gather_one(const CollectiveCall& call, std::string_view op, const at::Tensor& self) {
-  at::Tensor input = self.contiguous();
+  at::Tensor input = snapshot(self);
   at::Tensor output = new_output(gathered_shape(op, self.sym_sizes(), call.group_size()), self);
   call.record(output, call.communicator().all_gather(output, input));
   return output;
@@ -146,7 +154,7 @@ static at::Tensor reduce_scatter_one(
     std::string_view op,
     const at::Tensor& self,
     ReduceOp reduce_op) {
-  at::Tensor input = self.contiguous();
+  at::Tensor input = snapshot(self);
   at::Tensor output = new_output(scattered_shape(op, self.sym_sizes(), call.group_size()), self);
   call.record(output, call.communicator().reduce_scatter(output, input, reduce_op));
   return output;
@@ -212,7 +220,7 @@ at::Tensor all_to_all_single(
                         : c10::nullopt,
       group_size);
   CollectiveCall call(kOp, self, std::move(spec), /*same_rows=*/false);
-  at::Tensor input = self.contiguous();
+  at::Tensor input = snapshot(self);
   at::Tensor output = new_output(shape, self);
   auto out_splits = output_split_sizes ? output_split_sizes->vec() : even_splits(output.size(0), group_size);
   auto in_splits = input_split_sizes ? input_split_sizes->vec() : even_splits(input.size(0), group_size);
@@ -288,7 +296,7 @@ at::Tensor gather(
   const auto options = self.options().memory_format(at::MemoryFormat::Contiguous);
   // Only dst receives; everyone else's output is defined as zeros.
   at::Tensor output = call.index() == dst ? at::empty(shape, options) : at::zeros(shape, options);
-  call.record(output, call.communicator().gather(output, self.contiguous(), dst));
+  call.record(output, call.communicator().gather(output, snapshot(self), dst));
   return output;
 }
 
@@ -304,7 +312,7 @@ at::Tensor scatter(
   const auto shape = scattered_shape(kOp, self.sym_sizes(), group_size);
   CollectiveCall call(kOp, self, std::move(spec));
   at::Tensor output = new_output(shape, self);
-  call.record(output, call.communicator().scatter(output, self.contiguous(), src));
+  call.record(output, call.communicator().scatter(output, snapshot(self), src));
   return output;
 }
 
@@ -318,7 +326,7 @@ at::Tensor permute(
   auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
   const auto sender_of = check_permutation(kOp, src_dst, group_size);
   CollectiveCall call(kOp, self, std::move(spec));
-  at::Tensor input = self.contiguous();
+  at::Tensor input = snapshot(self);
   at::Tensor output = at::empty_like(input, at::MemoryFormat::Contiguous);
   const int64_t me = call.index();
   // A permutation is an all-to-all where each member sends everything to one peer.

@@ -95,6 +95,10 @@ def shutdown() -> None:
     """Waits for pending collectives, then drops every communicator.
 
     The world stays resolved. Every member of a group must call it before that group is used
-    again, since the next call creates the communicator anew.
+    again, since the next call creates the communicator anew. ProcessGroups bound through the
+    functional API's `group=` are forgotten too (they are bound again on next use).
     """
     _C.shutdown()
+    from . import _groups
+
+    _groups._bound.clear()

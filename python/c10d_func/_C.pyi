@@ -1,0 +1,62 @@
+# ruff: noqa: N999  (the native module is named _C, like torch._C)
+"""Type stubs for c10d_func._C, the native registry module (python/csrc/module.cpp).
+
+Loading it loads libc10d_func.so, whose static registrations create torch.ops.c10d_func.*; the
+functions here configure the group-resolution registry. Most users want the wrappers in
+c10d_func (init, register_group, groups, world, shutdown) instead.
+"""
+
+from collections.abc import Callable
+from typing import Any, TypedDict
+
+from torch.distributed import Store
+
+class _WorldInfo(TypedDict):
+    rank: int
+    world_size: int
+    origin: str  # "env://", "default process group" or "init"
+
+class _GroupInfo(TypedDict):
+    device: str  # "cpu" or "cuda"
+    tag: str
+    ranks: list[int]  # the chunk's global ranks, in group order
+    rank: int  # this process's index in ranks
+    backend: str  # e.g. "gloo", "nccl"
+    origin: str  # "created" (rendezvous on first use) or "registered" (register_group)
+    failure: str | None  # why the communicator is unusable, once a collective on it failed
+
+def init(store: Store, rank: int, world_size: int) -> None:
+    """Sets the world explicitly; `store` is shared by every process of the job."""
+
+def set_world_provider(provider: Callable[[], tuple[Store, int, int] | None]) -> None:
+    """Installs the callable that offers (store, rank, world_size) of an initialised default
+    process group, consulted before the env:// variables."""
+
+def add_backend_transport(
+    device: str, name: str, factory: Callable[[Store, int, int, float], Any]
+) -> None:
+    """Makes transport `name` available for `device` tensors: factory(store, rank, size,
+    timeout_seconds) returns a c10d Backend for one chunk, built over a store already
+    prefixed for that chunk."""
+
+def select_transport(device: str, name: str, tag: str = "") -> None:
+    """Chooses the transport of `device` tensors for `tag` (or, with tag "", for every tag
+    without a choice of its own)."""
+
+def register_backend(backend: Any, device: str, tag: str, ranks: list[int]) -> None:
+    """Binds an existing c10d Backend to (device, tag, ranks)."""
+
+def groups() -> list[_GroupInfo]:
+    """The communicators this process holds."""
+
+def world() -> _WorldInfo | None:
+    """The resolved world, or None before the first collective resolved one."""
+
+def shutdown() -> None:
+    """Waits for pending collectives, then drops every communicator (the world stays)."""
+
+def pending_count() -> int:
+    """Outputs whose collective has not been waited on (and whose storage is alive)."""
+
+def collective_timeout_seconds() -> float:
+    """How long a collective may wait for its peers (C10D_FUNC_TIMEOUT)."""

@@ -1,0 +1,166 @@
+"""Resolves the `group=` argument of the functional API to the ops' plain data: (tag, ranks, group_size).
+
+The ops name their group with a tag and a list of global ranks cut into consecutive chunks of
+group_size, so a traced graph holds no ProcessGroup. Every group type torch's functional
+collectives accept is desugared here:
+
+- ``list[int]``: one group, those global ranks;
+- ``list[list[int]]``: equal-sized disjoint groups, flattened (one call serves each of them);
+- ``ProcessGroup``: its global ranks, bound in the registry to a tag derived from the group, so
+  the call runs on that very group;
+- a group name (``str``, torch's ``GroupName``): the ProcessGroup of that name;
+- a 1-D ``DeviceMesh``: every rank of the mesh;
+- ``(DeviceMesh, dim)``: every group along mesh dimension ``dim`` at once (dim may be its name).
+
+Under torch.compile the resolution runs once at trace time (see `resolve_group`) and its result is
+baked into the graph as literals; eager calls and make_fx / export tracing run it as plain Python.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Union
+
+import torch
+import torch.distributed as dist
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
+__all__ = ["RANK_TYPES", "resolve_group"]
+
+# The group types accepted by `group=`, named as in torch.distributed._functional_collectives.
+RANK_TYPES = Union[
+    list[int],
+    list[list[int]],
+    dist.ProcessGroup,
+    "DeviceMesh",
+    tuple["DeviceMesh", int | str],
+    str,
+]
+
+# (tag, ranks) -> the ProcessGroup bound to it, so each group is registered once per process.
+# Holding the group keeps the binding's identity check meaningful (ids are never reused).
+_bound: dict[tuple[str, tuple[int, ...]], dist.ProcessGroup] = {}
+
+
+def _process_group_tag(pg: dist.ProcessGroup) -> str:
+    # group_name is agreed by every member of the group (torch derives it from the ranks and a
+    # creation counter), so every member bakes the same tag into its graph.
+    return f"pg:{pg.group_name}"
+
+
+def _bind(pg: dist.ProcessGroup, tag: str, ranks: list[int]) -> None:
+    key = (tag, tuple(ranks))
+    if _bound.get(key) is pg:
+        return
+    from ._registry import register_group
+
+    register_group(pg, tag)
+    _bound[key] = pg
+
+
+def _from_process_group(pg: dist.ProcessGroup | int, tag: str) -> tuple[str, list[int], int]:
+    if pg == dist.GroupMember.NON_GROUP_MEMBER:
+        # new_group hands ranks outside the group this sentinel instead of a group.
+        raise ValueError(
+            "c10d_func: group= is a process group this rank is not a member of "
+            f"(got {pg!r}); call collectives only on the group's members"
+        )
+    ranks = dist.get_process_group_ranks(pg)
+    tag = tag or _process_group_tag(pg)
+    _bind(pg, tag, ranks)
+    return tag, ranks, len(ranks)
+
+
+def _mesh_dim(mesh: DeviceMesh, dim: int | str) -> int:
+    if isinstance(dim, str):
+        names = mesh.mesh_dim_names or ()
+        if dim not in names:
+            raise ValueError(
+                f"c10d_func: mesh {mesh} has no dimension named {dim!r} (names: {names})"
+            )
+        return names.index(dim)
+    if not -mesh.ndim <= dim < mesh.ndim:
+        raise ValueError(
+            f"c10d_func: mesh dimension {dim} is out of range for a {mesh.ndim}-D mesh"
+        )
+    return dim % mesh.ndim
+
+
+def _from_mesh_dim(mesh: DeviceMesh, dim: int | str, tag: str) -> tuple[str, list[int], int]:
+    dim = _mesh_dim(mesh, dim)
+    size = mesh.size(dim)
+    # Rows of this matrix are the groups along `dim` (every other coordinate fixed), so chunks of
+    # `size` in its flattening are exactly those groups and one call serves all of them.
+    groups = mesh.mesh.transpose(dim, -1).reshape(-1, size)
+    return tag, [int(r) for r in groups.flatten().tolist()], size
+
+
+def _from_rank_lists(group: list, tag: str) -> tuple[str, list[int], int]:
+    if not group:
+        raise ValueError("c10d_func: group= is an empty list of ranks")
+    if not isinstance(group[0], (list, tuple)):
+        return tag, [operator.index(r) for r in group], len(group)
+    size = len(group[0])
+    ranks: list[int] = []
+    for members in group:
+        if len(members) != size:
+            raise ValueError(
+                f"c10d_func: group= lists groups of different sizes ({size} and {len(members)}); "
+                "every group of one call must have the same size"
+            )
+        ranks.extend(operator.index(r) for r in members)
+    return tag, ranks, size
+
+
+def _resolve(group: RANK_TYPES, tag: str) -> tuple[str, list[int], int]:
+    """Every group type but rank lists (ProcessGroups arrive by name, see `resolve_group`)."""
+    from torch.distributed.device_mesh import DeviceMesh
+
+    if isinstance(group, dist.ProcessGroup):
+        return _from_process_group(group, tag)
+    if isinstance(group, str):
+        from torch.distributed.distributed_c10d import _resolve_process_group
+
+        return _from_process_group(_resolve_process_group(group), tag)
+    if isinstance(group, DeviceMesh):
+        if group.ndim != 1:
+            raise ValueError(
+                f"c10d_func: group= is a {group.ndim}-D DeviceMesh; pass (mesh, dim) to name the "
+                "mesh dimension to run along"
+            )
+        return _from_mesh_dim(group, 0, tag)
+    if isinstance(group, tuple) and len(group) == 2 and isinstance(group[0], DeviceMesh):
+        return _from_mesh_dim(group[0], group[1], tag)
+    if group == dist.GroupMember.NON_GROUP_MEMBER:
+        return _from_process_group(group, tag)
+    raise TypeError(
+        "c10d_func: group= must be a list of ranks, a list of equal-sized rank lists, a "
+        "ProcessGroup, a group name, a 1-D DeviceMesh or (DeviceMesh, dim); "
+        f"got {type(group).__name__}"
+    )
+
+
+# Dynamo runs this at trace time on the real arguments and bakes its result into the graph as
+# constants: the group objects it reads (ProcessGroup, DeviceMesh and its rank tensor) cannot be
+# traced, and binding a ProcessGroup must happen in the process that will run the graph, before
+# it runs, which tracing on every rank guarantees.
+@torch._dynamo.assume_constant_result
+def _resolve_constant(group: RANK_TYPES, tag: str) -> tuple[str, list[int], int]:
+    return _resolve(group, tag)
+
+
+def resolve_group(group: RANK_TYPES, tag: str = "") -> tuple[str, list[int], int]:
+    """Desugars `group` and `tag` to the ops' (tag, ranks, group_size); see the module docstring."""
+    if isinstance(group, list):
+        # Traced as plain Python: Dynamo may have made a changing rank symbolic, and
+        # operator.index specialises it back to a literal (guarded: another value recompiles).
+        return _from_rank_lists(group, tag)
+    if isinstance(group, dist.ProcessGroup):
+        # Dynamo hands constant functions an opaque stand-in for a ProcessGroup, but can read its
+        # name, which leads back to the very group.
+        group = group.group_name
+    elif isinstance(group, tuple) and len(group) == 2 and isinstance(group[1], int):
+        group = (group[0], operator.index(group[1]))  # a literal dim, as for the ranks above
+    return _resolve_constant(group, tag)
