@@ -15,65 +15,18 @@ import torch  # noqa: F401  (loads libtorch before the native library that links
 
 from . import _C, _compile, _registry  # noqa: F401  (loading _C registers torch.ops.c10d_func)
 from ._registry import groups, init, register_group, set_transport, shutdown, world
-from .functional import (
-    RANK_TYPES,
-    AsyncCollectiveTensor,
-    all_gather_into_tensor_coalesced,
-    all_gather_single,
-    all_gather_single_autograd,
-    all_gather_single_coalesced,
-    all_gather_tensor,
-    all_gather_tensor_autograd,
-    all_reduce,
-    all_reduce_coalesced,
-    all_to_all_single,
-    all_to_all_single_autograd,
-    broadcast,
-    gather,
-    permute_tensor,
-    reduce,
-    reduce_scatter_single,
-    reduce_scatter_single_autograd,
-    reduce_scatter_single_coalesced,
-    reduce_scatter_tensor,
-    reduce_scatter_tensor_autograd,
-    reduce_scatter_tensor_coalesced,
-    scatter,
-    wait_tensor,
-)
+from . import functional
+from .functional import *  # noqa: F403  (the drop-in API; its names are in functional.__all__)
 
 _registry.install()
 _compile.install()
 
 __all__ = [
-    "RANK_TYPES",
-    "AsyncCollectiveTensor",
-    "all_gather_into_tensor_coalesced",
-    "all_gather_single",
-    "all_gather_single_autograd",
-    "all_gather_single_coalesced",
-    "all_gather_tensor",
-    "all_gather_tensor_autograd",
-    "all_reduce",
-    "all_reduce_coalesced",
-    "all_to_all_single",
-    "all_to_all_single_autograd",
-    "broadcast",
-    "gather",
+    *functional.__all__,
     "groups",
     "init",
-    "permute_tensor",
-    "reduce",
-    "reduce_scatter_single",
-    "reduce_scatter_single_autograd",
-    "reduce_scatter_single_coalesced",
-    "reduce_scatter_tensor",
-    "reduce_scatter_tensor_autograd",
-    "reduce_scatter_tensor_coalesced",
     "register_group",
-    "scatter",
     "set_transport",
     "shutdown",
-    "wait_tensor",
     "world",
 ]
