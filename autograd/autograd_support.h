@@ -54,8 +54,4 @@ inline bool records_grad(at::TensorList inputs) {
               "); detach the input or use another reduction");
 }
 
-// The collective's (possibly pending) output made final, shaped like `like` (a 0-d input
-// round-trips through a 1-element tensor in gather-type backwards).
-at::Tensor waited_as(const at::Tensor& pending, const at::Tensor& like);
-
 } // namespace c10d_func

@@ -90,26 +90,22 @@ void wait_pending(const at::Tensor& tensor) {
     return;
   }
   pending->completion->wait();
-  // Transports that complete at enqueue (CUDA) report failures through their communicator.
-  if (!pending->completion->hasError()) {
-    if (auto communicator = pending->communicator.lock()) {
-      if (auto failure = communicator->failure()) {
-        TORCH_CHECK(false, "c10d_func.", pending->op, " failed on group (", pending->group, "): ",
-                    *failure);
-      }
+  auto communicator = pending->communicator.lock();
+  std::optional<std::string> reason;
+  if (pending->completion->hasError()) {
+    reason = pending->completion->tryRetrieveErrorMessage();
+    if (communicator) {
+      communicator->mark_failed("c10d_func." + pending->op + " failed: " + *reason);
     }
-    return;
+  } else if (communicator) {
+    // Transports that complete at enqueue (CUDA) report failures through their communicator.
+    reason = communicator->failure();
   }
-  {
-    const std::string reason = pending->completion->tryRetrieveErrorMessage();
-    if (auto communicator = pending->communicator.lock()) {
-      communicator->mark_failed("c10d_func." + pending->op + " failed: " + reason);
-    }
-    TORCH_CHECK(
-        false, "c10d_func.", pending->op, " failed on group (", pending->group, "): ", reason,
-        "\n(a member may have skipped this call, called collectives in another order, or died; ",
-        "the timeout is C10D_FUNC_TIMEOUT seconds)");
-  }
+  TORCH_CHECK(
+      !reason, "c10d_func.", pending->op, " failed on group (", pending->group, "): ",
+      reason.value_or(""),
+      "\n(a member may have skipped this call, called collectives in another order, or died; ",
+      "the timeout is C10D_FUNC_TIMEOUT seconds)");
 }
 
 int64_t pending_count() {
