@@ -5,6 +5,8 @@
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "ops/reduce_op.h"
+
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,9 +49,19 @@ inline bool records_grad(at::TensorList inputs) {
   return false;
 }
 
-[[noreturn]] inline void not_differentiable(std::string_view op, std::string_view reduce_op,
+// The reduction is parsed once, where autograd first sees the call, and travels typed: any
+// spelling the kernels accept ("SUM", "Sum") then means the same thing in backward.
+inline void save_reduce_op(AutogradContext* ctx, ReduceOp reduce_op) {
+  ctx->saved_data["reduce_op"] = static_cast<int64_t>(reduce_op);
+}
+
+inline ReduceOp load_reduce_op(AutogradContext* ctx) {
+  return static_cast<ReduceOp>(ctx->saved_data["reduce_op"].toInt());
+}
+
+[[noreturn]] inline void not_differentiable(std::string_view op, ReduceOp reduce_op,
                                             std::string_view supported) {
-  TORCH_CHECK(false, "c10d_func.", op, ": reduce_op '", reduce_op,
+  TORCH_CHECK(false, "c10d_func.", op, ": reduce_op '", reduce_op_name(reduce_op),
               "' is not differentiable (differentiable: ", supported,
               "); detach the input or use another reduction");
 }

@@ -33,15 +33,16 @@ class AllGatherFunction : public torch::autograd::Function<AllGatherFunction> {
 
 class ReduceScatterFunction : public torch::autograd::Function<ReduceScatterFunction> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& self, std::string reduce_op,
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& self, ReduceOp reduce_op,
                             const GroupArgs& group) {
-    if (reduce_op != "sum" && reduce_op != "avg") {
+    if (reduce_op != ReduceOp::kSum && reduce_op != ReduceOp::kAvg) {
       not_differentiable("reduce_scatter_tensor", reduce_op, "sum, avg");
     }
     group.save(ctx);
-    ctx->saved_data["avg"] = reduce_op == "avg";
+    ctx->saved_data["avg"] = reduce_op == ReduceOp::kAvg;
     at::AutoDispatchBelowADInplaceOrView below;
-    return handles::reduce_scatter_tensor(self, reduce_op, group.tag, group.ranks, group.group_size);
+    return handles::reduce_scatter_tensor(self, reduce_op_name(reduce_op), group.tag, group.ranks,
+                                          group.group_size);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -108,7 +109,8 @@ at::Tensor reduce_scatter_tensor(const at::Tensor& self, c10::string_view reduce
     at::AutoDispatchBelowADInplaceOrView below;
     return handles::reduce_scatter_tensor(self, reduce_op, tag, ranks, group_size);
   }
-  return ReduceScatterFunction::apply(self, std::string(reduce_op), GroupArgs(tag, ranks, group_size));
+  return ReduceScatterFunction::apply(self, parse_reduce_op("reduce_scatter_tensor", reduce_op),
+                                      GroupArgs(tag, ranks, group_size));
 }
 
 std::vector<at::Tensor> all_gather_into_tensor_coalesced(at::TensorList self, c10::string_view tag,

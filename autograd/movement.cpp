@@ -117,21 +117,20 @@ at::Tensor broadcast(const at::Tensor& self, int64_t src, c10::string_view tag,
   return BroadcastFunction::apply(self, src, GroupArgs(tag, ranks, group_size));
 }
 
-at::Tensor& broadcast_(at::Tensor& self, int64_t src, c10::string_view tag, at::IntArrayRef ranks,
+void broadcast_(at::Tensor& self, int64_t src, c10::string_view tag, at::IntArrayRef ranks,
                        int64_t group_size) {
   if (records_grad(self)) {
     self.copy_(handles::wait_tensor(handles::broadcast(self, src, tag, ranks, group_size)));
-    return self;
+    return;
   }
   {
     at::AutoDispatchBelowADInplaceOrView below;
-    static const auto op = handles::lookup<at::Tensor&(at::Tensor&, int64_t, c10::string_view,
+    static const auto op = handles::lookup<void(at::Tensor&, int64_t, c10::string_view,
                                                        at::IntArrayRef, int64_t)>(
         "c10d_func::broadcast_");
     op.call(self, src, tag, ranks, group_size);
   }
   torch::autograd::increment_version(self);
-  return self;
 }
 
 at::Tensor permute(const at::Tensor& self, at::IntArrayRef src_dst, c10::string_view tag,

@@ -22,50 +22,51 @@ namespace {
 
 class AllReduceFunction : public torch::autograd::Function<AllReduceFunction> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& self, std::string reduce_op,
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& self, ReduceOp reduce_op,
                             const GroupArgs& group) {
-    if (reduce_op == "band" || reduce_op == "bor" || reduce_op == "bxor") {
+    if (is_bitwise(reduce_op)) {
       not_differentiable("all_reduce", reduce_op, "sum, avg, max, min, product");
     }
     at::Tensor output;
     {
       at::AutoDispatchBelowADInplaceOrView below;
-      output = handles::all_reduce(self, reduce_op, group.tag, group.ranks, group.group_size);
+      output = handles::all_reduce(self, reduce_op_name(reduce_op), group.tag, group.ranks,
+                                   group.group_size);
     }
-    const bool routes = reduce_op == "max" || reduce_op == "min" || reduce_op == "product";
     group.save(ctx);
-    ctx->saved_data["reduce_op"] = reduce_op;
-    if (routes) {
-      ctx->save_for_backward({self, output});
+    save_reduce_op(ctx, reduce_op);
+    if (reduce_op != ReduceOp::kSum && reduce_op != ReduceOp::kAvg) {
+      ctx->save_for_backward({self, output}); // max, min and product route by the values
     }
     return output;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto group = GroupArgs::load(ctx);
-    const std::string reduce_op = ctx->saved_data["reduce_op"].toStringRef();
+    const ReduceOp reduce_op = load_reduce_op(ctx);
     const at::Tensor& grad = grads[0];
-    auto all_reduce = [&](const at::Tensor& t, std::string_view op) {
-      return handles::wait_tensor(handles::all_reduce(t, op, group.tag, group.ranks, group.group_size));
+    auto all_reduce = [&](const at::Tensor& t, ReduceOp op) {
+      return handles::wait_tensor(
+          handles::all_reduce(t, reduce_op_name(op), group.tag, group.ranks, group.group_size));
     };
-    if (reduce_op == "sum" || reduce_op == "avg") {
+    if (reduce_op == ReduceOp::kSum || reduce_op == ReduceOp::kAvg) {
       return {all_reduce(grad, reduce_op), at::Tensor(), at::Tensor()};
     }
     const auto saved = ctx->get_saved_variables();
     const at::Tensor& input = saved[0];
     const at::Tensor output = handles::wait_tensor(saved[1]);
-    const at::Tensor total = all_reduce(grad, "sum");
-    if (reduce_op == "max" || reduce_op == "min") {
+    const at::Tensor total = all_reduce(grad, ReduceOp::kSum);
+    if (reduce_op == ReduceOp::kMax || reduce_op == ReduceOp::kMin) {
       const at::Tensor won = input.eq(output).to(grad.scalar_type());
-      const at::Tensor winners = all_reduce(won, "sum");
+      const at::Tensor winners = all_reduce(won, ReduceOp::kSum);
       return {total * won / winners, at::Tensor(), at::Tensor()};
     }
     // product: d(prod_s x_s)/dx_r = prod_{s != r} x_s, from the number of zeros and the product
     // of the non-zero values, so zeros give exact gradients.
     const at::Tensor is_zero = input.eq(0);
-    const at::Tensor zeros = all_reduce(is_zero.to(grad.scalar_type()), "sum");
+    const at::Tensor zeros = all_reduce(is_zero.to(grad.scalar_type()), ReduceOp::kSum);
     const at::Tensor nonzero_product =
-        all_reduce(at::where(is_zero, at::ones_like(input), input), "product");
+        all_reduce(at::where(is_zero, at::ones_like(input), input), ReduceOp::kProduct);
     const at::Tensor others = at::where(
         is_zero, at::where(zeros.eq(1), nonzero_product, at::zeros_like(input)),
         at::where(zeros.eq(0), nonzero_product / input, at::zeros_like(input)));
@@ -79,26 +80,26 @@ at::Tensor all_reduce(const at::Tensor& self, c10::string_view reduce_op, c10::s
     at::AutoDispatchBelowADInplaceOrView below;
     return handles::all_reduce(self, reduce_op, tag, ranks, group_size);
   }
-  return AllReduceFunction::apply(self, std::string(reduce_op), GroupArgs(tag, ranks, group_size));
+  return AllReduceFunction::apply(self, parse_reduce_op("all_reduce", reduce_op),
+                                  GroupArgs(tag, ranks, group_size));
 }
 
-at::Tensor& all_reduce_(at::Tensor& self, c10::string_view reduce_op, c10::string_view tag,
+void all_reduce_(at::Tensor& self, c10::string_view reduce_op, c10::string_view tag,
                         at::IntArrayRef ranks, int64_t group_size) {
   if (records_grad(self)) {
     // Functional op + copy_: autograd sees an ordinary in-place copy. The result is waited here
     // because copy_ reads it; the in-place op is therefore synchronous when it records grad.
     self.copy_(handles::wait_tensor(handles::all_reduce(self, reduce_op, tag, ranks, group_size)));
-    return self;
+    return;
   }
   {
     at::AutoDispatchBelowADInplaceOrView below;
-    static const auto op = handles::lookup<at::Tensor&(at::Tensor&, c10::string_view,
+    static const auto op = handles::lookup<void(at::Tensor&, c10::string_view,
                                                        c10::string_view, at::IntArrayRef, int64_t)>(
         "c10d_func::all_reduce_");
     op.call(self, reduce_op, tag, ranks, group_size);
   }
   torch::autograd::increment_version(self);
-  return self;
 }
 
 std::vector<at::Tensor> all_reduce_coalesced(at::TensorList self, c10::string_view reduce_op,
@@ -121,16 +122,17 @@ std::vector<at::Tensor> all_reduce_coalesced(at::TensorList self, c10::string_vi
 
 class ReduceFunction : public torch::autograd::Function<ReduceFunction> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& self, std::string reduce_op,
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& self, ReduceOp reduce_op,
                             int64_t dst, const GroupArgs& group) {
-    if (reduce_op != "sum" && reduce_op != "avg") {
+    if (reduce_op != ReduceOp::kSum && reduce_op != ReduceOp::kAvg) {
       not_differentiable("reduce", reduce_op, "sum, avg");
     }
     group.save(ctx);
-    ctx->saved_data["avg"] = reduce_op == "avg";
+    ctx->saved_data["avg"] = reduce_op == ReduceOp::kAvg;
     ctx->saved_data["dst"] = dst;
     at::AutoDispatchBelowADInplaceOrView below;
-    return handles::reduce(self, reduce_op, dst, group.tag, group.ranks, group.group_size);
+    return handles::reduce(self, reduce_op_name(reduce_op), dst, group.tag, group.ranks,
+                           group.group_size);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -151,7 +153,8 @@ at::Tensor reduce(const at::Tensor& self, c10::string_view reduce_op, int64_t ds
     at::AutoDispatchBelowADInplaceOrView below;
     return handles::reduce(self, reduce_op, dst, tag, ranks, group_size);
   }
-  return ReduceFunction::apply(self, std::string(reduce_op), dst, GroupArgs(tag, ranks, group_size));
+  return ReduceFunction::apply(self, parse_reduce_op("reduce", reduce_op), dst,
+                               GroupArgs(tag, ranks, group_size));
 }
 
 } // namespace

@@ -51,6 +51,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help=f"comma-separated torch.compile backends among {','.join(STEP_BACKENDS)} "
                    f"(default {DEFAULT_STEP_BACKENDS['full']}, {DEFAULT_STEP_BACKENDS['quick']} "
                    "with --quick); each falls back to simpler ones when it fails")
+    p.add_argument("--transport",
+                   help="pin c10d_func's columns to this transport (cpu: gloo; cuda: nccl, gloo); "
+                   "default: the library's own choice on cpu, nccl on cuda. In a world of one rank "
+                   "the library's choice is a local copy, so pin one to measure a transport")
     p.add_argument("--threads", type=int, help="torch threads per rank (default: CPUs / nproc)")
     p.add_argument("--timeout", type=float, default=600.0,
                    help="seconds the whole run may take before every rank is killed")
@@ -106,6 +110,7 @@ def resolve(args: argparse.Namespace) -> dict[str, Any]:
         "step_backends": backends if run_step else [],
         "threads": args.threads or max(1, (os.cpu_count() or 1) // nproc),
         "timeout_s": args.timeout,
+        "transport": args.transport or ("nccl" if args.device == "cuda" else None),
     }
 
 

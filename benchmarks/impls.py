@@ -32,6 +32,9 @@ class GroupCtx:
     world: int
     group: dist.ProcessGroup
     src: int = 0  # broadcast root, an index inside the group (== global rank for the world group)
+    # c10d_func's tag: "" runs on the library's default transport; the runner pins a transport
+    # (--transport) with a tag of its own, which also holds for a world of one rank.
+    tag: str = ""
 
     @property
     def ranks(self) -> list[int]:
@@ -81,7 +84,7 @@ def _even_splits(x: torch.Tensor, world: int) -> list[int]:
 def _c10d_func(ctx: GroupCtx) -> dict[str, Collective]:
     ops = torch.ops.c10d_func
     wait = ops.wait_tensor
-    tag, ranks, n = "", ctx.ranks, ctx.world
+    tag, ranks, n = ctx.tag, ctx.ranks, ctx.world
     return {
         "all_reduce": lambda x: wait(ops.all_reduce(x, REDUCE_OP, tag, ranks, n)),
         "all_gather": lambda x: wait(ops.all_gather_into_tensor(x, tag, ranks, n)),
@@ -103,11 +106,11 @@ def _frontend_wait(out: Any) -> torch.Tensor:
 # of which the frontend is meant to be a drop-in replacement.
 _FrontendCall = Callable[[Callable[..., Any], torch.Tensor, GroupCtx], Any]  # (fn, input, ctx)
 _FRONTEND_CALLS: dict[str, tuple[str, _FrontendCall]] = {
-    "all_reduce": ("all_reduce", lambda f, x, c: f(x, REDUCE_OP, c.ranks)),
-    "all_gather": ("all_gather_tensor", lambda f, x, c: f(x, 0, c.ranks)),
-    "reduce_scatter": ("reduce_scatter_tensor", lambda f, x, c: f(x, REDUCE_OP, 0, c.ranks)),
-    "all_to_all": ("all_to_all_single", lambda f, x, c: f(x, None, None, c.ranks)),
-    "broadcast": ("broadcast", lambda f, x, c: f(x, c.src, c.ranks)),
+    "all_reduce": ("all_reduce", lambda f, x, c: f(x, REDUCE_OP, c.ranks, c.tag)),
+    "all_gather": ("all_gather_tensor", lambda f, x, c: f(x, 0, c.ranks, c.tag)),
+    "reduce_scatter": ("reduce_scatter_tensor", lambda f, x, c: f(x, REDUCE_OP, 0, c.ranks, c.tag)),
+    "all_to_all": ("all_to_all_single", lambda f, x, c: f(x, None, None, c.ranks, c.tag)),
+    "broadcast": ("broadcast", lambda f, x, c: f(x, c.src, c.ranks, c.tag)),
 }
 
 

@@ -114,7 +114,8 @@ def render_markdown(results: dict[str, Any]) -> str:
         "# c10d_func collective benchmarks",
         "",
         f"{meta['date']} · torch {meta['torch_version']} · device {meta['device']} · "
-        f"world size {meta['world_size']} · {meta['cpu_count']} host CPUs · "
+        f"world size {meta['world_size']} · c10d_func transport {meta.get('transport', 'default')} · "
+        f"{meta['cpu_count']} host CPUs · "
         f"{meta['threads_per_rank']} threads per rank · {meta['iters']} timed iterations "
         f"(warm-up {meta['warmup']}, blocks of {meta['block']}, interleaved)",
         "",

@@ -51,7 +51,7 @@ def _check_all(
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """status[op][impl] = {"status": ok|mismatch|error|unavailable, "detail": text or None}."""
     # A root other than 0 catches an implementation that ignores its broadcast src.
-    check_ctx = GroupCtx(ctx.rank, ctx.world, ctx.group, src=ctx.world - 1)
+    check_ctx = GroupCtx(ctx.rank, ctx.world, ctx.group, src=ctx.world - 1, tag=ctx.tag)
     status: dict[str, dict[str, dict[str, Any]]] = {op: {} for op in ops}
     for impl in IMPL_NAMES:
         missing = missing_reason(impl)
@@ -142,6 +142,7 @@ def _metadata(world: int, device: torch.device, cfg: dict[str, Any]) -> dict[str
         "device": str(device.type),
         "threads_per_rank": torch.get_num_threads(),
         "frontend_note": missing_reason(FRONTEND),
+        "transport": cfg.get("transport") or "default",
     }
     if device.type == "cuda":
         meta["gpu"] = torch.cuda.get_device_name(device)
@@ -159,13 +160,13 @@ def main(config_path: str) -> int:
     rank, world, device, control = _init(cfg)
     import c10d_func  # after the default group exists, so that it becomes c10d_func's world
 
-    if device.type == "cuda":
-        # c10d_func builds Gloo communicators itself; for CUDA it uses the NCCL group it is given.
-        try:
-            c10d_func.register_group(dist.group.WORLD)
-        except Exception as e:  # noqa: BLE001 - the checks then report its CUDA ops as errors
-            _log(rank, f"c10d_func.register_group failed: {type(e).__name__}: {e}")
-    ctx = GroupCtx(rank, world, dist.group.WORLD)
+    tag = ""
+    if cfg.get("transport"):
+        # Pinned for a tag of its own: the transport runs even in a world of one rank, where the
+        # library's default is a local copy.
+        tag = f"bench-{cfg['transport']}"
+        c10d_func.set_transport(cfg["transport"], device.type, tag=tag)
+    ctx = GroupCtx(rank, world, dist.group.WORLD, tag=tag)
 
     def barrier() -> None:
         dist.barrier(group=control)

@@ -39,11 +39,10 @@ at::Tensor all_reduce(const at::Tensor& self, c10::string_view reduce_op, c10::s
   return same_shape_output(self);
 }
 
-at::Tensor& all_reduce_(at::Tensor& self, c10::string_view reduce_op, c10::string_view tag,
+void all_reduce_(at::Tensor& self, c10::string_view reduce_op, c10::string_view tag,
                         at::IntArrayRef ranks, int64_t group_size) {
   GroupSpec::parse("all_reduce_", tag, ranks, group_size);
   check_reduction("all_reduce_", reduce_op, self);
-  return self;
 }
 
 std::vector<at::Tensor> all_reduce_coalesced(at::TensorList self, c10::string_view reduce_op,
@@ -121,11 +120,10 @@ at::Tensor broadcast(const at::Tensor& self, int64_t src, c10::string_view tag,
   return same_shape_output(self);
 }
 
-at::Tensor& broadcast_(at::Tensor& self, int64_t src, c10::string_view tag, at::IntArrayRef ranks,
+void broadcast_(at::Tensor& self, int64_t src, c10::string_view tag, at::IntArrayRef ranks,
                        int64_t group_size) {
   GroupSpec::parse("broadcast_", tag, ranks, group_size);
   check_group_index("broadcast_", "src", src, group_size);
-  return self;
 }
 
 at::Tensor reduce(const at::Tensor& self, c10::string_view reduce_op, int64_t dst,
@@ -157,6 +155,8 @@ at::Tensor permute(const at::Tensor& self, at::IntArrayRef src_dst, c10::string_
   return same_shape_output(self);
 }
 
+// The input itself, as the CPU and CUDA kernels return it (the collective's own buffer), so that
+// FakeTensor agrees with the real kernels (opcheck's test_faketensor compares their aliasing).
 at::Tensor wait_tensor(const at::Tensor& self) {
   return self;
 }

@@ -2,9 +2,9 @@
 #include "ops/collective_call.h"
 
 #include "ops/debug_check.h"
-#include "ops/group_registry.h"
 #include "ops/pending_work.h"
 
+#include <cstdlib>
 #include <sstream>
 
 namespace c10d_func {
@@ -31,32 +31,65 @@ std::string fingerprint(std::string_view op, at::TensorList inputs, bool same_ro
   return out.str();
 }
 
+// A completion that holds a value (a backend's future carries its output tensors) is detached,
+// so the pending table keeps no tensor alive; one without a value is kept as it is.
+Completion without_value(const Completion& completion) {
+  return completion->elementType()->kind() == c10::TypeKind::NoneType ? completion
+                                                                      : detached(completion);
+}
+
+// C10D_FUNC_BLOCKING=1, read once: every collective completes before its op returns (as
+// TORCH_NCCL_BLOCKING_WAIT or CUDA_LAUNCH_BLOCKING do for theirs). For debugging, and for tools
+// that read outputs without a wait (torch.library.opcheck compares outputs right away).
+bool blocking() {
+  static const bool enabled = [] {
+    const char* value = std::getenv("C10D_FUNC_BLOCKING");
+    return value != nullptr && std::string_view(value) == "1";
+  }();
+  return enabled;
+}
+
 } // namespace
 
-CollectiveCall::CollectiveCall(std::string_view op, at::TensorList inputs, GroupSpec spec,
-                               bool same_rows)
-    : op_(op), spec_(std::move(spec)) {
+void check_group_shape(std::string_view op, c10::ArrayRef<int64_t> ranks, int64_t group_size) {
+  if (group_size > 0 && static_cast<int64_t>(ranks.size()) % group_size == 0 && !ranks.empty()) {
+    return;
+  }
+  (void)GroupSpec::parse(op, "", ranks, group_size); // raises with the full message
+}
+
+CollectiveCall::CollectiveCall(std::string_view op, at::TensorList inputs, std::string_view tag,
+                               c10::ArrayRef<int64_t> ranks, int64_t group_size, bool same_rows)
+    : op_(op) {
   TORCH_INTERNAL_ASSERT(!inputs.empty());
   const c10::Device device = inputs[0].device();
   auto& registry = GroupRegistry::instance();
-  const World world = registry.world(op);
-  spec_.check_world(op, world.size);
-  chunk_ = spec_.chunk_of(op, world.rank);
-  communicator_ = registry.communicator(op, device, spec_, chunk_);
-  if (debug_checks_enabled()) {
-    check_members_agree(op, world, device.str(), spec_.tag, chunk_,
+  group_ = registry.resolve(op, device, tag, ranks, group_size);
+  if (debug_checks_enabled() && group_->chunk.size() > 1) {
+    check_members_agree(op, registry.world(op), device.str(), group_->spec.tag, group_->chunk,
                         fingerprint(op, inputs, same_rows));
   }
 }
 
-void CollectiveCall::record(const at::Tensor& output, const Completion& completion) const {
-  if (completion->completed() && !completion->hasError()) {
-    return; // nothing to wait for
+at::Tensor CollectiveCall::sendable(const at::Tensor& self) const {
+  at::Tensor owned = self.contiguous();
+  if (!group_->communicator->reads_inputs_after_return() || !owned.is_same(self)) {
+    return owned;
   }
-  record_pending(
-      output,
-      PendingCollective{detached(completion), op_, spec_.describe() + ", chunk " + chunk_.describe(),
-                        communicator_});
+  return self.clone(at::MemoryFormat::Contiguous);
+}
+
+void CollectiveCall::record(const at::Tensor& output, const Completion& completion) const {
+  // A completion done without error and bound to no device has nothing left to wait for. A CUDA
+  // completion is done as soon as the collective is enqueued, but waiting on it still makes the
+  // waiter's stream wait for the collective's event, so it is always recorded.
+  if (completion->completed() && !completion->hasError() && completion->devices().empty()) {
+    return;
+  }
+  record_pending(output, PendingCollective{without_value(completion), op_, group_});
+  if (blocking()) {
+    wait_pending(output);
+  }
 }
 
 } // namespace c10d_func

@@ -1,11 +1,11 @@
 #pragma once
-// CollectiveCall: the steps every kernel shares once its own arguments are checked: validate the
-// group against the world, find the caller's chunk and its communicator, and record outputs in
-// the pending-work table so wait_tensor can find them.
+// CollectiveCall: the steps every kernel shares once its own arguments are checked: resolve the
+// group (validated against the world on its first use, cached after), find the caller's chunk
+// and its communicator, and record outputs in the pending-work table so wait_tensor finds them.
 #include <ATen/core/Tensor.h>
 
 #include "ops/communicator.h"
-#include "ops/group_spec.h"
+#include "ops/group_registry.h"
 
 #include <memory>
 #include <string_view>
@@ -14,23 +14,31 @@ namespace c10d_func {
 
 class CollectiveCall {
  public:
-  // `inputs` give the device and, under C10D_FUNC_DEBUG=DETAIL, what the members compare.
-  // `same_rows` is false where members may legitimately differ in dim 0 (all_to_all_single).
-  CollectiveCall(std::string_view op, at::TensorList inputs, GroupSpec spec, bool same_rows = true);
+  // `op` must outlive the call's pending work (kernels pass string literals). `inputs` give the
+  // device and, under C10D_FUNC_DEBUG=DETAIL, what the members compare. `same_rows` is false
+  // where members may legitimately differ in dim 0 (all_to_all_single).
+  CollectiveCall(std::string_view op, at::TensorList inputs, std::string_view tag,
+                 c10::ArrayRef<int64_t> ranks, int64_t group_size, bool same_rows = true);
 
-  Communicator& communicator() const { return *communicator_; }
-  const Chunk& chunk() const { return chunk_; }
-  int64_t group_size() const { return spec_.group_size; }
-  int64_t index() const { return chunk_.index; }
+  Communicator& communicator() const { return *group_->communicator; }
+  int64_t group_size() const { return group_->spec.group_size; }
+  int64_t index() const { return group_->chunk.index; }
+
+  // What a collective may send of `self`: a private contiguous copy when the transport reads its
+  // inputs after the call returns (the caller may write to its tensor at once, and inductor
+  // reuses buffers as soon as an op returns), otherwise `self` made contiguous.
+  at::Tensor sendable(const at::Tensor& self) const;
 
   // `output` stays pending until `completion` is done.
   void record(const at::Tensor& output, const Completion& completion) const;
 
  private:
-  std::string op_;
-  GroupSpec spec_;
-  Chunk chunk_;
-  std::shared_ptr<Communicator> communicator_;
+  std::string_view op_;
+  std::shared_ptr<const ResolvedGroup> group_;
 };
+
+// Checks what needs neither a world nor a cache: group_size positive and dividing len(ranks).
+// Kernels call it before checking arguments that are indices into the group (src, dst).
+void check_group_shape(std::string_view op, c10::ArrayRef<int64_t> ranks, int64_t group_size);
 
 } // namespace c10d_func

@@ -32,14 +32,6 @@ at::Tensor new_output(const SymShape& shape, const at::Tensor& like) {
   return at::empty(concrete(shape), like.options().memory_format(at::MemoryFormat::Contiguous));
 }
 
-// What a collective sends, owned by the collective. Ops read their input after they return, while
-// the caller may already write to it (eagerly, before its wait) or a compiler may reuse its
-// buffer (inductor does, as soon as the op returns): so they never send the caller's tensor.
-at::Tensor snapshot(const at::Tensor& self) {
-  at::Tensor owned = self.contiguous();
-  return owned.is_same(self) ? self.clone(at::MemoryFormat::Contiguous) : owned;
-}
-
 ReduceOp checked_reduce_op(std::string_view op, std::string_view name, const at::Tensor& self) {
   const ReduceOp reduce_op = parse_reduce_op(op, name);
   check_reduce_dtype(op, reduce_op, self.scalar_type());
@@ -64,27 +56,24 @@ at::Tensor all_reduce(
     at::IntArrayRef ranks,
     int64_t group_size) {
   constexpr std::string_view kOp = "all_reduce";
-  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
-  CollectiveCall call(kOp, self, std::move(spec));
+  CollectiveCall call(kOp, self, tag, ranks, group_size);
   at::Tensor output = self.clone(at::MemoryFormat::Contiguous);
   call.record(output, call.communicator().all_reduce(output, op));
   return output;
 }
 
-at::Tensor& all_reduce_(
+void all_reduce_(
     at::Tensor& self,
     c10::string_view reduce_op,
     c10::string_view tag,
     at::IntArrayRef ranks,
     int64_t group_size) {
   constexpr std::string_view kOp = "all_reduce_";
-  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
-  CollectiveCall call(kOp, self, std::move(spec));
+  CollectiveCall call(kOp, self, tag, ranks, group_size);
   at::Tensor buffer = self.contiguous();
   call.record(self, into(self, buffer, call.communicator().all_reduce(buffer, op)));
-  return self;
 }
 
 std::vector<at::Tensor> all_reduce_coalesced(
@@ -94,7 +83,7 @@ std::vector<at::Tensor> all_reduce_coalesced(
     at::IntArrayRef ranks,
     int64_t group_size) {
   constexpr std::string_view kOp = "all_reduce_coalesced";
-  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
+  check_group_shape(kOp, ranks, group_size);
   const ReduceOp op = parse_reduce_op(kOp, reduce_op);
   for (const auto& tensor : self) {
     check_reduce_dtype(kOp, op, tensor.scalar_type());
@@ -104,7 +93,7 @@ std::vector<at::Tensor> all_reduce_coalesced(
   if (self.empty()) {
     return outputs;
   }
-  CollectiveCall call(kOp, self, std::move(spec));
+  CollectiveCall call(kOp, self, tag, ranks, group_size);
   for (const auto& tensor : self) {
     at::Tensor output = tensor.clone(at::MemoryFormat::Contiguous);
     call.record(output, call.communicator().all_reduce(output, op));
@@ -114,7 +103,7 @@ std::vector<at::Tensor> all_reduce_coalesced(
 }
 
 static at::Tensor all_gather_one(const CollectiveCall& call, std::string_view op, const at::Tensor& self) {
-  at::Tensor input = snapshot(self);
+  at::Tensor input = call.sendable(self);
   at::Tensor output = new_output(gathered_shape(op, self.sym_sizes(), call.group_size()), self);
   call.record(output, call.communicator().all_gather(output, input));
   return output;
@@ -126,7 +115,7 @@ at::Tensor all_gather_into_tensor(
     at::IntArrayRef ranks,
     int64_t group_size) {
   constexpr std::string_view kOp = "all_gather_into_tensor";
-  CollectiveCall call(kOp, self, GroupSpec::parse(kOp, tag, ranks, group_size));
+  CollectiveCall call(kOp, self, tag, ranks, group_size);
   return all_gather_one(call, kOp, self);
 }
 
@@ -136,13 +125,13 @@ std::vector<at::Tensor> all_gather_into_tensor_coalesced(
     at::IntArrayRef ranks,
     int64_t group_size) {
   constexpr std::string_view kOp = "all_gather_into_tensor_coalesced";
-  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
+  check_group_shape(kOp, ranks, group_size);
   check_same_device(kOp, self);
   std::vector<at::Tensor> outputs;
   if (self.empty()) {
     return outputs;
   }
-  CollectiveCall call(kOp, self, std::move(spec));
+  CollectiveCall call(kOp, self, tag, ranks, group_size);
   for (const auto& tensor : self) {
     outputs.push_back(all_gather_one(call, kOp, tensor));
   }
@@ -154,7 +143,7 @@ static at::Tensor reduce_scatter_one(
     std::string_view op,
     const at::Tensor& self,
     ReduceOp reduce_op) {
-  at::Tensor input = snapshot(self);
+  at::Tensor input = call.sendable(self);
   at::Tensor output = new_output(scattered_shape(op, self.sym_sizes(), call.group_size()), self);
   call.record(output, call.communicator().reduce_scatter(output, input, reduce_op));
   return output;
@@ -167,10 +156,10 @@ at::Tensor reduce_scatter_tensor(
     at::IntArrayRef ranks,
     int64_t group_size) {
   constexpr std::string_view kOp = "reduce_scatter_tensor";
-  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
+  check_group_shape(kOp, ranks, group_size);
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
   (void)scattered_shape(kOp, self.sym_sizes(), group_size); // shape errors before any world
-  CollectiveCall call(kOp, self, std::move(spec));
+  CollectiveCall call(kOp, self, tag, ranks, group_size);
   return reduce_scatter_one(call, kOp, self, op);
 }
 
@@ -181,7 +170,7 @@ std::vector<at::Tensor> reduce_scatter_tensor_coalesced(
     at::IntArrayRef ranks,
     int64_t group_size) {
   constexpr std::string_view kOp = "reduce_scatter_tensor_coalesced";
-  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
+  check_group_shape(kOp, ranks, group_size);
   const ReduceOp op = parse_reduce_op(kOp, reduce_op);
   for (const auto& tensor : self) {
     check_reduce_dtype(kOp, op, tensor.scalar_type());
@@ -192,7 +181,7 @@ std::vector<at::Tensor> reduce_scatter_tensor_coalesced(
   if (self.empty()) {
     return outputs;
   }
-  CollectiveCall call(kOp, self, std::move(spec));
+  CollectiveCall call(kOp, self, tag, ranks, group_size);
   for (const auto& tensor : self) {
     outputs.push_back(reduce_scatter_one(call, kOp, tensor, op));
   }
@@ -211,7 +200,7 @@ at::Tensor all_to_all_single(
     at::IntArrayRef ranks,
     int64_t group_size) {
   constexpr std::string_view kOp = "all_to_all_single";
-  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
+  check_group_shape(kOp, ranks, group_size);
   const auto shape = all_to_all_shape(
       kOp, self.sym_sizes(),
       output_split_sizes ? c10::OptionalArrayRef<c10::SymInt>(c10::fromIntArrayRefSlow(*output_split_sizes))
@@ -219,8 +208,8 @@ at::Tensor all_to_all_single(
       input_split_sizes ? c10::OptionalArrayRef<c10::SymInt>(c10::fromIntArrayRefSlow(*input_split_sizes))
                         : c10::nullopt,
       group_size);
-  CollectiveCall call(kOp, self, std::move(spec), /*same_rows=*/false);
-  at::Tensor input = snapshot(self);
+  CollectiveCall call(kOp, self, tag, ranks, group_size, /*same_rows=*/false);
+  at::Tensor input = call.sendable(self);
   at::Tensor output = new_output(shape, self);
   auto out_splits = output_split_sizes ? output_split_sizes->vec() : even_splits(output.size(0), group_size);
   auto in_splits = input_split_sizes ? input_split_sizes->vec() : even_splits(input.size(0), group_size);
@@ -237,27 +226,26 @@ at::Tensor broadcast(
     at::IntArrayRef ranks,
     int64_t group_size) {
   constexpr std::string_view kOp = "broadcast";
-  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
+  check_group_shape(kOp, ranks, group_size);
   check_group_index(kOp, "src", src, group_size);
-  CollectiveCall call(kOp, self, std::move(spec));
+  CollectiveCall call(kOp, self, tag, ranks, group_size);
   at::Tensor output = self.clone(at::MemoryFormat::Contiguous);
   call.record(output, call.communicator().broadcast(output, src));
   return output;
 }
 
-at::Tensor& broadcast_(
+void broadcast_(
     at::Tensor& self,
     int64_t src,
     c10::string_view tag,
     at::IntArrayRef ranks,
     int64_t group_size) {
   constexpr std::string_view kOp = "broadcast_";
-  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
+  check_group_shape(kOp, ranks, group_size);
   check_group_index(kOp, "src", src, group_size);
-  CollectiveCall call(kOp, self, std::move(spec));
+  CollectiveCall call(kOp, self, tag, ranks, group_size);
   at::Tensor buffer = self.contiguous();
   call.record(self, into(self, buffer, call.communicator().broadcast(buffer, src)));
-  return self;
 }
 
 at::Tensor reduce(
@@ -268,10 +256,10 @@ at::Tensor reduce(
     at::IntArrayRef ranks,
     int64_t group_size) {
   constexpr std::string_view kOp = "reduce";
-  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
+  check_group_shape(kOp, ranks, group_size);
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
   check_group_index(kOp, "dst", dst, group_size);
-  CollectiveCall call(kOp, self, std::move(spec));
+  CollectiveCall call(kOp, self, tag, ranks, group_size);
   at::Tensor output = self.clone(at::MemoryFormat::Contiguous);
   Completion done = call.communicator().reduce(output, dst, op);
   if (call.index() != dst) {
@@ -289,14 +277,14 @@ at::Tensor gather(
     at::IntArrayRef ranks,
     int64_t group_size) {
   constexpr std::string_view kOp = "gather";
-  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
+  check_group_shape(kOp, ranks, group_size);
   check_group_index(kOp, "dst", dst, group_size);
-  CollectiveCall call(kOp, self, std::move(spec));
+  CollectiveCall call(kOp, self, tag, ranks, group_size);
   const auto shape = concrete(gathered_shape(kOp, self.sym_sizes(), group_size));
   const auto options = self.options().memory_format(at::MemoryFormat::Contiguous);
   // Only dst receives; everyone else's output is defined as zeros.
   at::Tensor output = call.index() == dst ? at::empty(shape, options) : at::zeros(shape, options);
-  call.record(output, call.communicator().gather(output, snapshot(self), dst));
+  call.record(output, call.communicator().gather(output, call.sendable(self), dst));
   return output;
 }
 
@@ -307,12 +295,12 @@ at::Tensor scatter(
     at::IntArrayRef ranks,
     int64_t group_size) {
   constexpr std::string_view kOp = "scatter";
-  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
+  check_group_shape(kOp, ranks, group_size);
   check_group_index(kOp, "src", src, group_size);
   const auto shape = scattered_shape(kOp, self.sym_sizes(), group_size);
-  CollectiveCall call(kOp, self, std::move(spec));
+  CollectiveCall call(kOp, self, tag, ranks, group_size);
   at::Tensor output = new_output(shape, self);
-  call.record(output, call.communicator().scatter(output, snapshot(self), src));
+  call.record(output, call.communicator().scatter(output, call.sendable(self), src));
   return output;
 }
 
@@ -323,10 +311,10 @@ at::Tensor permute(
     at::IntArrayRef ranks,
     int64_t group_size) {
   constexpr std::string_view kOp = "permute";
-  auto spec = GroupSpec::parse(kOp, tag, ranks, group_size);
+  check_group_shape(kOp, ranks, group_size);
   const auto sender_of = check_permutation(kOp, src_dst, group_size);
-  CollectiveCall call(kOp, self, std::move(spec));
-  at::Tensor input = snapshot(self);
+  CollectiveCall call(kOp, self, tag, ranks, group_size);
+  at::Tensor input = call.sendable(self);
   at::Tensor output = at::empty_like(input, at::MemoryFormat::Contiguous);
   const int64_t me = call.index();
   // A permutation is an all-to-all where each member sends everything to one peer.

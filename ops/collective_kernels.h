@@ -13,7 +13,7 @@ using RankList = at::IntArrayRef;
 
 at::Tensor all_reduce(const at::Tensor& self, c10::string_view reduce_op, c10::string_view tag,
                       RankList ranks, int64_t group_size);
-at::Tensor& all_reduce_(at::Tensor& self, c10::string_view reduce_op, c10::string_view tag,
+void all_reduce_(at::Tensor& self, c10::string_view reduce_op, c10::string_view tag,
                         RankList ranks, int64_t group_size);
 std::vector<at::Tensor> all_reduce_coalesced(at::TensorList self, c10::string_view reduce_op,
                                              c10::string_view tag, RankList ranks,
@@ -33,7 +33,7 @@ at::Tensor all_to_all_single(const at::Tensor& self, at::OptionalIntArrayRef out
                              RankList ranks, int64_t group_size);
 at::Tensor broadcast(const at::Tensor& self, int64_t src, c10::string_view tag, RankList ranks,
                      int64_t group_size);
-at::Tensor& broadcast_(at::Tensor& self, int64_t src, c10::string_view tag, RankList ranks,
+void broadcast_(at::Tensor& self, int64_t src, c10::string_view tag, RankList ranks,
                        int64_t group_size);
 at::Tensor reduce(const at::Tensor& self, c10::string_view reduce_op, int64_t dst,
                   c10::string_view tag, RankList ranks, int64_t group_size);

@@ -41,6 +41,7 @@ void Communicator::mark_failed(const std::string& reason) {
   std::lock_guard<std::mutex> lock(failure_mutex_);
   if (!failure_) {
     failure_ = reason;
+    failed_.store(true, std::memory_order_release);
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "ops/reduce_op.h"
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -61,6 +62,10 @@ class Communicator {
   // `input` is read on `root` only.
   virtual Completion scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) = 0;
 
+  // False for a transport that has read its inputs by the time a call returns (a chunk of one
+  // member): kernels then send the caller's tensor itself instead of a private snapshot.
+  virtual bool reads_inputs_after_return() const { return true; }
+
   // A communicator for this member's part of a partition of all its members, made in one
   // collective call of every member (ncclCommSplit): `color` picks the part, `key` orders
   // members inside it. Transports that cannot split return nullptr.
@@ -69,10 +74,13 @@ class Communicator {
   // A collective that failed leaves the members out of step; later calls must not reuse it.
   void mark_failed(const std::string& reason);
   std::optional<std::string> failure() const;
+  // failure().has_value() without a lock: the per-call check.
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
 
  private:
   mutable std::mutex failure_mutex_;
   std::optional<std::string> failure_;
+  std::atomic<bool> failed_{false};
 };
 
 } // namespace c10d_func

@@ -13,8 +13,11 @@
 namespace c10d_func {
 
 bool debug_checks_enabled() {
-  const char* value = std::getenv("C10D_FUNC_DEBUG");
-  return value != nullptr && std::string_view(value) == "DETAIL";
+  static const bool enabled = [] {
+    const char* value = std::getenv("C10D_FUNC_DEBUG");
+    return value != nullptr && std::string_view(value) == "DETAIL";
+  }();
+  return enabled;
 }
 
 void check_members_agree(std::string_view op, const World& world, const std::string& device,
@@ -31,7 +34,7 @@ void check_members_agree(std::string_view op, const World& world, const std::str
     number = (*sequence)[chunk_key]++;
   }
   auto store = c10::make_intrusive<c10d::PrefixStore>(
-      chunk_key + "/" + std::to_string(number), world.store);
+      chunk_key + "/" + std::to_string(number), thread_connection(world.store));
   store->set(std::to_string(chunk.index),
              std::vector<uint8_t>(fingerprint.begin(), fingerprint.end()));
   std::vector<std::string> keys;

@@ -6,15 +6,18 @@
 #include <c10/util/Exception.h>
 
 #include "ops/pending_work.h"
+#include "ops/solo_communicator.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <map>
-#include <set>
 #include <mutex>
+#include <set>
+#include <shared_mutex>
 #include <sstream>
 #include <tuple>
+#include <unordered_map>
 
 namespace c10d_func {
 namespace {
@@ -38,6 +41,73 @@ Key key_of(c10::Device device, const std::string& tag, const Chunk& chunk) {
   return Key{device.type(), device.has_index() ? device.index() : -1, tag, chunk.members};
 }
 
+// The resolve cache's key, and the view of a call's arguments that finds it without copying them
+// (heterogeneous lookup: the per-call path allocates nothing).
+struct ResolveKey {
+  c10::DeviceType type;
+  c10::DeviceIndex index;
+  std::string tag;
+  std::vector<int64_t> ranks;
+  int64_t group_size;
+};
+
+struct ResolveProbe {
+  c10::DeviceType type;
+  c10::DeviceIndex index;
+  std::string_view tag;
+  c10::ArrayRef<int64_t> ranks;
+  int64_t group_size;
+};
+
+template <typename K>
+size_t hash_key(const K& key) {
+  size_t seed = std::hash<std::string_view>{}(std::string_view(key.tag));
+  const auto mix = [&seed](size_t value) {
+    seed ^= value + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2);
+  };
+  mix(static_cast<size_t>(key.type));
+  mix(static_cast<size_t>(key.index));
+  mix(static_cast<size_t>(key.group_size));
+  for (int64_t rank : key.ranks) {
+    mix(static_cast<size_t>(rank));
+  }
+  return seed;
+}
+
+struct ResolveHash {
+  using is_transparent = void;
+  size_t operator()(const ResolveKey& key) const { return hash_key(key); }
+  size_t operator()(const ResolveProbe& key) const { return hash_key(key); }
+};
+
+struct ResolveEqual {
+  using is_transparent = void;
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const {
+    return a.type == b.type && a.index == b.index && a.group_size == b.group_size &&
+        std::string_view(a.tag) == std::string_view(b.tag) &&
+        c10::ArrayRef<int64_t>(a.ranks) == c10::ArrayRef<int64_t>(b.ranks);
+  }
+};
+
+// C10D_FUNC_<DEVICE>_TRANSPORT, read once per device type.
+std::optional<std::string> transport_from_env(c10::DeviceType device) {
+  static std::mutex mutex;
+  static auto* read = new std::map<c10::DeviceType, std::optional<std::string>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = read->find(device);
+  if (it == read->end()) {
+    std::string variable = "C10D_FUNC_" + device_name(device) + "_TRANSPORT";
+    for (char& c : variable) {
+      c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    }
+    const char* value = std::getenv(variable.c_str());
+    it = read->emplace(device, value && *value ? std::optional<std::string>(value) : std::nullopt)
+             .first;
+  }
+  return it->second;
+}
+
 // True when `spec` cuts the whole world into chunks smaller than the world.
 bool partitions_world(const GroupSpec& spec, int64_t world_size) {
   return static_cast<int64_t>(spec.ranks.size()) == world_size && spec.group_size < world_size;
@@ -56,7 +126,25 @@ struct GroupRegistry::Impl {
   // How often each key was created in this process; part of the store prefix so a key created
   // again after shutdown() never meets the previous rendezvous's keys.
   std::map<Key, int64_t> generations;
+
+  // resolve()'s cache. Anything that changes what a group resolves to (a new world, a transport
+  // choice, a bound group, shutdown) clears it and bumps the epoch, so a resolution that raced
+  // with the change is not cached.
+  std::shared_mutex cache_mutex;
+  std::unordered_map<ResolveKey, std::shared_ptr<const ResolvedGroup>, ResolveHash, ResolveEqual>
+      cache;
+  uint64_t cache_epoch = 0;
+
+  void clear_cache() {
+    std::unique_lock<std::shared_mutex> lock(cache_mutex);
+    cache.clear();
+    ++cache_epoch;
+  }
 };
+
+std::string ResolvedGroup::describe() const {
+  return spec.describe() + ", chunk " + chunk.describe();
+}
 
 GroupRegistry& GroupRegistry::instance() {
   // Never destroyed: transports' threads may outlive static destruction at exit, and tearing
@@ -76,8 +164,11 @@ void GroupRegistry::set_world(World world) {
               world.size);
   TORCH_CHECK(world.rank >= 0 && world.rank < world.size, "c10d_func.init: argument 'rank' (",
               world.rank, ") must be in [0, ", world.size, ")");
-  std::lock_guard<std::mutex> lock(impl().mutex);
-  impl().world = std::move(world);
+  {
+    std::lock_guard<std::mutex> lock(impl().mutex);
+    impl().world = std::move(world);
+  }
+  impl().clear_cache();
 }
 
 void GroupRegistry::set_world_provider(WorldProvider provider) {
@@ -93,25 +184,27 @@ void GroupRegistry::add_transport(c10::DeviceType device, Transport transport) {
 
 void GroupRegistry::select_transport(c10::DeviceType device, const std::string& tag,
                                      const std::string& name) {
-  std::lock_guard<std::mutex> lock(impl().mutex);
-  impl().chosen[{device, tag}] = name;
+  {
+    std::lock_guard<std::mutex> lock(impl().mutex);
+    impl().chosen[{device, tag}] = name;
+  }
+  impl().clear_cache();
 }
 
 Transport GroupRegistry::transport_for(std::string_view op, c10::DeviceType device,
                                        const std::string& tag) {
   std::lock_guard<std::mutex> lock(impl().mutex);
   std::string name;
-  if (auto it = impl().chosen.find({device, tag}); it != impl().chosen.end()) {
+  bool forced = false;
+  if (auto it = impl().chosen.find({device, tag}); it != impl().chosen.end() && !tag.empty()) {
+    name = it->second;
+    forced = true;
+  } else if (auto it = impl().chosen.find({device, tag}); it != impl().chosen.end()) {
     name = it->second;
   } else if (auto all = impl().chosen.find({device, ""}); all != impl().chosen.end()) {
     name = all->second;
   } else {
-    std::string variable = "C10D_FUNC_" + device_name(device) + "_TRANSPORT";
-    for (char& c : variable) {
-      c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    }
-    const char* from_env = std::getenv(variable.c_str());
-    name = from_env && *from_env ? from_env : (device == c10::DeviceType::CUDA ? "nccl" : "gloo");
+    name = transport_from_env(device).value_or(device == c10::DeviceType::CUDA ? "nccl" : "gloo");
   }
   auto& available = impl().transports[device];
   auto it = available.find(name);
@@ -126,7 +219,9 @@ Transport GroupRegistry::transport_for(std::string_view op, c10::DeviceType devi
                 "library is built with CUDA, or Gloo; a ProcessGroup can be bound with ",
                 "c10d_func.register_group");
   }
-  return it->second;
+  Transport chosen = it->second;
+  chosen.forced = forced;
+  return chosen;
 }
 
 std::optional<World> GroupRegistry::current_world() {
@@ -145,7 +240,7 @@ World GroupRegistry::world(std::string_view op) {
   // may discover too, and the first result wins.
   std::optional<World> found = provider ? provider() : std::nullopt;
   if (!found) {
-    found = world_from_env();
+    found = world_from_env(op);
   }
   TORCH_CHECK(
       found.has_value(), "c10d_func.", op, ": no world to resolve the group against: call ",
@@ -158,17 +253,54 @@ World GroupRegistry::world(std::string_view op) {
   return *impl().world;
 }
 
+std::shared_ptr<const ResolvedGroup> GroupRegistry::resolve(
+    std::string_view op,
+    c10::Device device,
+    std::string_view tag,
+    c10::ArrayRef<int64_t> ranks,
+    int64_t group_size) {
+  auto& state = impl();
+  const ResolveProbe probe{device.type(), device.index(), tag, ranks, group_size};
+  uint64_t epoch = 0;
+  {
+    std::shared_lock<std::shared_mutex> lock(state.cache_mutex);
+    auto it = state.cache.find(probe);
+    if (it != state.cache.end() && !it->second->communicator->failed()) {
+      return it->second;
+    }
+    epoch = state.cache_epoch;
+  }
+  // First call of this group (or its communicator failed: communicator() raises saying so).
+  auto resolved = std::make_shared<ResolvedGroup>();
+  resolved->spec = GroupSpec::parse(op, tag, ranks, group_size);
+  const World world = this->world(op);
+  resolved->spec.check_world(op, world.size);
+  resolved->chunk = resolved->spec.chunk_of(op, world.rank);
+  resolved->communicator = communicator(op, device, resolved->spec, resolved->chunk);
+  std::unique_lock<std::shared_mutex> lock(state.cache_mutex);
+  if (state.cache_epoch == epoch) {
+    state.cache.insert_or_assign(
+        ResolveKey{device.type(), device.index(), std::string(tag), ranks.vec(), group_size},
+        resolved);
+  }
+  return resolved;
+}
+
 std::shared_ptr<Communicator> GroupRegistry::communicator(
     std::string_view op,
     c10::Device device,
     const GroupSpec& spec,
     const Chunk& chunk) {
   {
-    // A communicator bound with register_group wins over any transport.
+    // A communicator bound with register_group wins over any transport. It is bound for a
+    // device type (a ProcessGroup picks its own device index), so look for the exact device,
+    // then for any index of its type.
     std::lock_guard<std::mutex> lock(impl().mutex);
-    auto it = impl().slots.find(key_of(device, spec.tag, chunk));
-    if (it != impl().slots.end() && it->second->origin == "registered") {
-      return it->second->communicator;
+    for (const c10::Device bound : {device, c10::Device(device.type())}) {
+      auto it = impl().slots.find(key_of(bound, spec.tag, chunk));
+      if (it != impl().slots.end() && it->second->origin == "registered") {
+        return it->second->communicator;
+      }
     }
   }
   const Transport transport = transport_for(op, device.type(), spec.tag);
@@ -210,14 +342,20 @@ void GroupRegistry::split_world(std::string_view op, c10::Device device, const G
   auto parent = chunk_communicator(op, device, spec.tag, everyone, transport);
   const auto position = std::find(spec.ranks.begin(), spec.ranks.end(), world.rank) - spec.ranks.begin();
   auto child = parent->split(/*color=*/position / spec.group_size, /*key=*/chunk.index);
-  std::lock_guard<std::mutex> lock(impl().mutex);
-  impl().split_partitions.insert(partition);
-  if (!child) {
-    return; // this transport could not split after all: chunks rendezvous on their own
-  }
-  auto& slot = impl().slots[key_of(device, spec.tag, chunk)];
-  if (!slot) {
-    slot = std::make_shared<Slot>();
+  std::shared_ptr<Slot> slot;
+  {
+    // The registry lock is released before the slot's: chunk_communicator takes them in the
+    // other order (slot, then registry), and holding both here could deadlock against it.
+    std::lock_guard<std::mutex> lock(impl().mutex);
+    impl().split_partitions.insert(partition);
+    if (!child) {
+      return; // this transport could not split after all: chunks rendezvous on their own
+    }
+    auto& entry = impl().slots[key_of(device, spec.tag, chunk)];
+    if (!entry) {
+      entry = std::make_shared<Slot>();
+    }
+    slot = entry;
   }
   std::lock_guard<std::mutex> creating(slot->mutex);
   if (!slot->communicator) { // a chunk formed earlier by its members keeps its communicator
@@ -249,12 +387,18 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(
   if (slot->communicator) {
     return slot->communicator;
   }
+  if (chunk.size() == 1 && !transport.forced) {
+    slot->communicator = make_solo_communicator();
+    slot->origin = "created";
+    return slot->communicator;
+  }
   const World world = this->world(op);
   std::ostringstream prefix;
   prefix << "c10d_func/" << device << "/" << transport.name << "/" << tag << "/"
          << chunk.describe() << "/" << generation;
   Rendezvous rendezvous;
-  rendezvous.store = c10::make_intrusive<c10d::PrefixStore>(prefix.str(), world.store);
+  rendezvous.store =
+      c10::make_intrusive<c10d::PrefixStore>(prefix.str(), private_connection(world.store));
   rendezvous.rank = chunk.index;
   rendezvous.size = chunk.size();
   rendezvous.timeout = collective_timeout();
@@ -302,8 +446,11 @@ void GroupRegistry::register_communicator(
   Chunk chunk;
   chunk.members = std::move(members);
   // A bound group serves every device index of its type (a ProcessGroup picks its own device).
-  std::lock_guard<std::mutex> lock(impl().mutex);
-  impl().slots[key_of(c10::Device(device), tag, chunk)] = std::move(slot);
+  {
+    std::lock_guard<std::mutex> lock(impl().mutex);
+    impl().slots[key_of(c10::Device(device), tag, chunk)] = std::move(slot);
+  }
+  impl().clear_cache();
 }
 
 std::vector<GroupInfo> GroupRegistry::groups() {
@@ -332,9 +479,12 @@ std::vector<GroupInfo> GroupRegistry::groups() {
 
 void GroupRegistry::shutdown() {
   drain_pending();
-  std::lock_guard<std::mutex> lock(impl().mutex);
-  impl().slots.clear();
-  impl().split_partitions.clear();
+  {
+    std::lock_guard<std::mutex> lock(impl().mutex);
+    impl().slots.clear();
+    impl().split_partitions.clear();
+  }
+  impl().clear_cache();
   // The world stays: an env:// store torn down here and re-created by the next call would let
   // a fast peer reconnect to the old server just before it goes away.
 }

@@ -5,6 +5,7 @@
 // a store prefix unique to its key, so groups appear lazily, in any order, with no world-wide
 // call; later calls with the same key find the same communicator. Creation of different keys
 // proceeds in parallel (one lock per key). register_group binds an existing backend to a key.
+// A chunk of one member needs no transport: its collectives are local copies.
 #include <c10/core/DeviceType.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
@@ -43,9 +44,24 @@ struct Transport {
   // Sub-communicators of a partition that covers the world are made by one split of the world
   // communicator (one call per rank) instead of one rendezvous per chunk.
   bool splits_world = false;
+  // Chosen for this very tag (set_transport(name, device, tag=...)): then even a chunk of one
+  // member runs on it instead of the local shortcut, e.g. to exercise NCCL on a single GPU.
+  bool forced = false;
 };
 
 using WorldProvider = std::function<std::optional<World>()>;
+
+// A (device, tag, ranks, group_size) resolved for the calling process: the validated group, the
+// caller's chunk and its communicator. Kernels get one per call from GroupRegistry::resolve,
+// cached, so the per-call path parses, allocates and formats nothing.
+struct ResolvedGroup {
+  GroupSpec spec;
+  Chunk chunk;
+  std::shared_ptr<Communicator> communicator;
+
+  // "tag='x', ranks=[0, 1, 2, 3], group_size=2, chunk [2, 3]": built only for messages.
+  std::string describe() const;
+};
 
 struct GroupInfo {
   std::string device;
@@ -67,7 +83,8 @@ class GroupRegistry {
   void add_transport(c10::DeviceType device, Transport transport);
   // Which transport serves `device` for `tag` ("" = every tag without a choice of its own).
   // Without a choice: C10D_FUNC_<DEVICE>_TRANSPORT (e.g. C10D_FUNC_CUDA_TRANSPORT=gloo), else
-  // nccl for CUDA and gloo for CPU.
+  // nccl for CUDA and gloo for CPU. A chunk of one member is local unless its tag has a choice
+  // of its own.
   void select_transport(c10::DeviceType device, const std::string& tag, const std::string& name);
 
   // The world, resolved on first use; raises naming `op` when there is none.
@@ -75,12 +92,15 @@ class GroupRegistry {
   // The world if one is already resolved (no discovery).
   std::optional<World> current_world();
 
-  // The communicator of the caller's chunk of `spec` for tensors on `device`.
-  std::shared_ptr<Communicator> communicator(
+  // The caller's chunk of (tag, ranks, group_size) and its communicator for tensors on
+  // `device`. The first call of a group validates it against the world and forms the
+  // communicator; later calls find it in a cache behind a shared lock.
+  std::shared_ptr<const ResolvedGroup> resolve(
       std::string_view op,
       c10::Device device,
-      const GroupSpec& spec,
-      const Chunk& chunk);
+      std::string_view tag,
+      c10::ArrayRef<int64_t> ranks,
+      int64_t group_size);
 
   void register_communicator(
       c10::DeviceType device,
@@ -98,6 +118,11 @@ class GroupRegistry {
   GroupRegistry() = default;
   struct Impl;
   Impl& impl();
+  std::shared_ptr<Communicator> communicator(
+      std::string_view op,
+      c10::Device device,
+      const GroupSpec& spec,
+      const Chunk& chunk);
   Transport transport_for(std::string_view op, c10::DeviceType device, const std::string& tag);
   std::shared_ptr<Communicator> chunk_communicator(
       std::string_view op, c10::Device device, const std::string& tag, const Chunk& chunk,

@@ -4,7 +4,9 @@
 #include <c10/core/StorageImpl.h>
 #include <c10/util/Exception.h>
 
+#include <chrono>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -89,27 +91,44 @@ void wait_pending(const at::Tensor& tensor) {
   if (!pending) {
     return;
   }
+  // CPU: blocks until the collective is done. CUDA: the completion is already marked done, and
+  // wait() makes the current stream wait on the collective's event; the host does not block.
   pending->completion->wait();
-  auto communicator = pending->communicator.lock();
+  Communicator& communicator = *pending->group->communicator;
   std::optional<std::string> reason;
   if (pending->completion->hasError()) {
     reason = pending->completion->tryRetrieveErrorMessage();
-    if (communicator) {
-      communicator->mark_failed("c10d_func." + pending->op + " failed: " + *reason);
-    }
-  } else if (communicator) {
-    // Transports that complete at enqueue (CUDA) report failures through their communicator.
-    reason = communicator->failure();
+    communicator.mark_failed("c10d_func." + std::string(pending->op) + " failed: " + *reason);
+  } else if (communicator.failed()) {
+    // CUDA transports complete at enqueue and report later failures (the watchdog's abort, an
+    // asynchronous NCCL error) through their communicator.
+    reason = communicator.failure();
   }
-  TORCH_CHECK(
-      !reason, "c10d_func.", pending->op, " failed on group (", pending->group, "): ",
-      reason.value_or(""),
-      "\n(a member may have skipped this call, called collectives in another order, or died; ",
-      "the timeout is C10D_FUNC_TIMEOUT seconds)");
+  if (reason) {
+    TORCH_CHECK(false, "c10d_func.", pending->op, " failed on group (",
+                pending->group->describe(), "): ", *reason,
+                "\n(a member may have skipped this call, called collectives in another order, or ",
+                "died; the timeout is C10D_FUNC_TIMEOUT seconds)");
+  }
 }
 
 int64_t pending_count() {
   return table().size();
+}
+
+ExitReport settle_at_exit(std::chrono::milliseconds budget) {
+  ExitReport report;
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  for (auto& pending : table().take_all()) {
+    ++report.unwaited;
+    while (!pending.completion->completed() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (!pending.completion->completed()) {
+      ++report.abandoned;
+    }
+  }
+  return report;
 }
 
 void drain_pending() {

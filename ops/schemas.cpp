@@ -1,5 +1,10 @@
 // The one TORCH_LIBRARY(c10d_func, m): every operator's schema, declared once. Kernels live in
 // kernels/cpu, kernels/cuda, meta and autograd, each registered for its own dispatch key.
+//
+// The in-place variants follow the convention for custom operators that mutate: the mutated
+// argument is annotated (a!) and nothing is returned. A custom op returning an alias of its input
+// (`-> Tensor(a!)`, as aten's in-place ops do) is refused by functionalization ("a custom
+// (non-ATen) operator whose output has alias annotations") and so by torch.compile and opcheck.
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
@@ -9,7 +14,7 @@ TORCH_LIBRARY(c10d_func, m) {
   const std::vector<at::Tag> rows{at::Tag::pt2_compliant_tag, at::Tag::needs_contiguous_strides};
 
   m.def("all_reduce(Tensor self, str reduce_op, str tag, int[] ranks, int group_size) -> Tensor", pt2);
-  m.def("all_reduce_(Tensor(a!) self, str reduce_op, str tag, int[] ranks, int group_size) -> Tensor(a!)", pt2);
+  m.def("all_reduce_(Tensor(a!) self, str reduce_op, str tag, int[] ranks, int group_size) -> ()", pt2);
   m.def("all_reduce_coalesced(Tensor[] self, str reduce_op, str tag, int[] ranks, int group_size) -> Tensor[]", pt2);
   m.def("all_gather_into_tensor(Tensor self, str tag, int[] ranks, int group_size) -> Tensor", rows);
   m.def("all_gather_into_tensor_coalesced(Tensor[] self, str tag, int[] ranks, int group_size) -> Tensor[]", rows);
@@ -17,7 +22,7 @@ TORCH_LIBRARY(c10d_func, m) {
   m.def("reduce_scatter_tensor_coalesced(Tensor[] self, str reduce_op, str tag, int[] ranks, int group_size) -> Tensor[]", rows);
   m.def("all_to_all_single(Tensor self, SymInt[]? output_split_sizes, SymInt[]? input_split_sizes, str tag, int[] ranks, int group_size) -> Tensor", rows);
   m.def("broadcast(Tensor self, int src, str tag, int[] ranks, int group_size) -> Tensor", pt2);
-  m.def("broadcast_(Tensor(a!) self, int src, str tag, int[] ranks, int group_size) -> Tensor(a!)", pt2);
+  m.def("broadcast_(Tensor(a!) self, int src, str tag, int[] ranks, int group_size) -> ()", pt2);
   m.def("reduce(Tensor self, str reduce_op, int dst, str tag, int[] ranks, int group_size) -> Tensor", pt2);
   m.def("gather(Tensor self, int dst, str tag, int[] ranks, int group_size) -> Tensor", rows);
   m.def("scatter(Tensor self, int src, str tag, int[] ranks, int group_size) -> Tensor", rows);

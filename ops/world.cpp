@@ -48,7 +48,25 @@ std::chrono::milliseconds collective_timeout() {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
 }
 
-std::optional<World> world_from_env() {
+c10::intrusive_ptr<c10d::Store> private_connection(const c10::intrusive_ptr<c10d::Store>& store) {
+  try {
+    return store->clone();
+  } catch (const std::exception&) {
+    return store; // a store that cannot be cloned (some Python stores): shared, as before
+  }
+}
+
+c10::intrusive_ptr<c10d::Store> thread_connection(const c10::intrusive_ptr<c10d::Store>& store) {
+  thread_local const c10d::Store* source = nullptr;
+  thread_local c10::intrusive_ptr<c10d::Store> connection;
+  if (source != store.get()) {
+    connection = private_connection(store);
+    source = store.get();
+  }
+  return connection;
+}
+
+std::optional<World> world_from_env(std::string_view op) {
   auto addr = env("MASTER_ADDR");
   auto port = env("MASTER_PORT");
   auto rank = env("RANK");
@@ -76,7 +94,18 @@ std::optional<World> world_from_env() {
   // Multi-tenant, as torch's own env:// rendezvous is, so a later init_process_group on the
   // same MASTER_PORT in this process shares the server instead of failing to bind.
   options.multiTenant = true;
-  world.store = c10::make_intrusive<c10d::TCPStore>(*addr, options);
+  try {
+    world.store = c10::make_intrusive<c10d::TCPStore>(*addr, options);
+  } catch (const std::exception& error) {
+    const std::string host = agent_hosts_store ? "torchelastic's agent" : "rank 0";
+    TORCH_CHECK(false, "c10d_func.", op, ": could not reach the world's store at ", *addr, ":",
+                port_number, " (env://), hosted by ", host, ", within C10D_FUNC_TIMEOUT (",
+                options.timeout.count() / 1000.0, " s): ",
+                agent_hosts_store ? "the agent is gone"
+                                  : "rank 0 never made its first collective call (it may have "
+                                    "failed or exited before it)",
+                ". Store error: ", error.what());
+  }
   world.origin = "env://";
   return world;
 }

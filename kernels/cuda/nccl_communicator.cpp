@@ -53,7 +53,10 @@ using Clock = std::chrono::steady_clock;
 // A non-blocking communicator's last call finishes in the background: poll it, aborting the
 // communicator once `deadline` passes.
 void wait_until_ready(ncclComm_t comm, Clock::time_point deadline, const std::string& what) {
-  for (int spins = 0;; ++spins) {
+  // Enqueuing a collective finishes within microseconds: yield rather than sleep at first, so a
+  // grouped call (send/recv, all_to_all) does not pay a scheduler tick; creation takes longer.
+  const auto spin_until = Clock::now() + std::chrono::milliseconds(2);
+  for (;;) {
     ncclResult_t state = ncclSuccess;
     const ncclResult_t queried = ncclCommGetAsyncError(comm, &state);
     if (queried != ncclSuccess) {
@@ -71,8 +74,10 @@ void wait_until_ready(ncclComm_t comm, Clock::time_point deadline, const std::st
       TORCH_CHECK(false, "c10d_func: ", what, " did not complete within C10D_FUNC_TIMEOUT; the ",
                   "NCCL communicator was aborted (a member may be missing)");
     }
-    if (spins > 64) {
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (Clock::now() < spin_until) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
 }
@@ -477,6 +482,10 @@ class NcclCommunicator final : public Communicator,
 };
 
 void Watchdog::loop() {
+  // While another thread captures a CUDA graph in the global mode (torch's default), querying an
+  // event from this thread would be refused and would invalidate that capture; in the relaxed
+  // mode this thread may query events recorded outside the capture.
+  c10::cuda::CUDAStreamCaptureModeGuard relaxed(cudaStreamCaptureModeRelaxed);
   while (true) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     std::deque<Entry> pending;
@@ -490,11 +499,19 @@ void Watchdog::loop() {
       if (!communicator) {
         continue;
       }
-      if (auto error = communicator->async_error()) {
-        communicator->abort("NCCL reported an error during " + entry.op + ": " + *error);
-        continue;
-      }
-      if (entry.done->query()) {
+      // An exception escaping this thread would terminate the process: every failure here is a
+      // verdict on the communicator instead.
+      try {
+        if (auto error = communicator->async_error()) {
+          communicator->abort("NCCL reported an error during " + entry.op + ": " + *error);
+          continue;
+        }
+        if (entry.done->query()) {
+          continue;
+        }
+      } catch (const std::exception& error) {
+        communicator->abort("c10d_func." + entry.op + ": the watchdog could not query the " +
+                            "collective's progress: " + error.what());
         continue;
       }
       if (Clock::now() > entry.deadline) {

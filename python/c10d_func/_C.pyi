@@ -55,6 +55,9 @@ def world() -> _WorldInfo | None:
 def shutdown() -> None:
     """Waits for pending collectives, then drops every communicator (the world stays)."""
 
+def settle_at_exit() -> tuple[int, int]:
+    """Gives collectives issued and never waited C10D_FUNC_TIMEOUT to finish: (unwaited, abandoned)."""
+
 def pending_count() -> int:
     """Outputs whose collective has not been waited on (and whose storage is alive)."""
 

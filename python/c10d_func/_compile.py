@@ -125,13 +125,15 @@ def install() -> None:
     else:
         sys.meta_path.insert(0, _LowerWhenInductorLoads())
 
-    # `wait_tensor(Tensor self) -> Tensor` returns its input (DESIGN §3 fixes that schema). AOT
-    # autograd checks that custom ops' outputs do not alias their inputs (a warning, an error
-    # when CI is set); torch exempts only its own collective namespaces (_c10d_functional, c10d)
-    # from that check, by name, because their wait_tensor has this very contract. The aliasing
-    # is intended and harmless: the output *is* the collective's buffer, which nothing else
-    # writes once the wait returns. So c10d_func.wait_tensor gets the same exemption, and only
-    # it: every other custom op is still checked.
+    # `wait_tensor(Tensor self) -> Tensor` returns the collective's buffer, which is its input,
+    # as torch's own `_c10d_functional.wait_tensor` does (a copy per wait would cost a memcpy of
+    # every collective's output). AOT autograd checks at run time that custom ops' outputs do not
+    # alias their inputs (a warning, an error where CI is set, an error everywhere in a future
+    # torch) and exempts only torch's collective namespaces, by name, with no public way to
+    # declare another op's alias: `Tensor(a) self -> Tensor(a)` is refused by functionalization
+    # for custom ops. So c10d_func.wait_tensor gets the same exemption, and only it: every other
+    # custom op is still checked. The Meta kernel returns a fresh tensor, so traced graphs see a
+    # functional op; see tests/python/test_opcheck.py and docs/collectives.md.
     _exempt_wait_from_alias_check()
     # Fallback for torch versions without that hook: silence exactly this warning.
     warnings.filterwarnings(

@@ -7,7 +7,9 @@ world (when one is initialised), and the factory that builds torch's ProcessGrou
 
 from __future__ import annotations
 
+import atexit
 import datetime
+import warnings
 from typing import Any
 
 import torch
@@ -28,7 +30,23 @@ def _make_gloo(store: Any, rank: int, size: int, timeout_seconds: float) -> Any:
     return dist.ProcessGroupGloo(store, rank, size, datetime.timedelta(seconds=timeout_seconds))
 
 
+def _settle_at_exit() -> None:
+    """Runs at interpreter exit (atexit): collectives issued and never waited get the timeout to
+    finish, so a process that exits right after issuing them neither crashes nor cuts off peers
+    that still need its part. One warning says how many there were."""
+    unwaited, abandoned = _C.settle_at_exit()
+    if unwaited:
+        detail = f"; {abandoned} did not finish within C10D_FUNC_TIMEOUT and were abandoned" if abandoned else ", all finished"
+        warnings.warn(
+            f"c10d_func: {unwaited} collective(s) left unwaited at exit (call wait_tensor on every "
+            f"output){detail}",
+            RuntimeWarning,
+            stacklevel=1,
+        )
+
+
 def install() -> None:
+    atexit.register(_settle_at_exit)
     _C.set_world_provider(_default_group_world)
     # torch's ProcessGroupGloo moves CPU tensors, and CUDA tensors through host memory: it is
     # the CPU transport and the alternative CUDA transport (NCCL is the CUDA default).

@@ -49,10 +49,21 @@ __all__ = [
 _ops = torch.ops.c10d_func
 
 
-def _gathered_to_dim(gathered: torch.Tensor, group_size: int, gather_dim: int) -> torch.Tensor:
+def _checked_dim(dim: int, ndim: int, arg: str, fn: str) -> int:
+    """`dim` wrapped into [0, ndim) as torch wraps dims, or IndexError naming the argument (a
+    0-d tensor takes dims as a 1-d one does, as torch's own ops do)."""
+    rank = max(ndim, 1)
+    if not -rank <= dim < rank:
+        raise IndexError(
+            f"c10d_func.{fn}: argument '{arg}' is out of range (expected to be in range of "
+            f"[{-rank}, {rank - 1}], but got {dim})"
+        )
+    return dim % rank
+
+
+def _gathered_to_dim(gathered: torch.Tensor, group_size: int, dim: int) -> torch.Tensor:
     """Turns an all_gather output [group_size*d0, ...] (blocks stacked on dim 0) into the blocks
-    concatenated along `gather_dim`."""
-    dim = gather_dim % (gathered.dim() or 1)
+    concatenated along `dim` (already checked and wrapped)."""
     if dim == 0:
         return gathered
     # [g*d0, ..., dk, ...] -> [g, d0, ..., dk, ...] -> [d0, ..., g, dk, ...] -> [d0, ..., g*dk, ...]
@@ -67,7 +78,7 @@ def _blocks_from_dim(
     """The reduce_scatter input whose dim-0 blocks are `tensor`'s chunks along `scatter_dim`."""
     if tensor.dim() == 0:
         raise ValueError(f"c10d_func.{fn}: a 0-d tensor cannot be scattered")
-    dim = scatter_dim % tensor.dim()
+    dim = _checked_dim(scatter_dim, tensor.dim(), "scatter_dim", fn)
     if tensor.size(dim) % group_size != 0:
         raise ValueError(
             f"c10d_func.{fn}: input dimension {scatter_dim} (size {tensor.size(dim)}) must be a "
@@ -99,9 +110,10 @@ def all_gather_single(
 
     A 0-d input gives a 1-D result of group_size elements.
     """
+    dim = _checked_dim(gather_dim, self.dim(), "gather_dim", "all_gather_tensor")
     tag, ranks, group_size = resolve_group(group, tag)
     gathered = wrap_output(_ops.all_gather_into_tensor(self, tag, ranks, group_size))
-    return _gathered_to_dim(gathered, group_size, gather_dim)
+    return _gathered_to_dim(gathered, group_size, dim)
 
 
 def reduce_scatter_single(

@@ -128,6 +128,15 @@ PYBIND11_MODULE(_C, m) {
       py::call_guard<py::gil_scoped_release>());
   m.def("pending_count", &pending_count);
   m.def(
+      "settle_at_exit",
+      [] {
+        const auto report = settle_at_exit(collective_timeout());
+        return std::make_pair(report.unwaited, report.abandoned);
+      },
+      py::call_guard<py::gil_scoped_release>(),
+      "Gives collectives issued and never waited C10D_FUNC_TIMEOUT to finish; returns "
+      "(unwaited, abandoned).");
+  m.def(
       "collective_timeout_seconds",
       [] { return collective_timeout().count() / 1000.0; });
 }

@@ -12,14 +12,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from worker_pool import WorkerPool  # noqa: E402
 
-_pools: dict[int, WorkerPool] = {}
+_pools: dict[tuple, WorkerPool] = {}
 
 
-def get_pool(world_size: int) -> WorkerPool:
-    pool = _pools.get(world_size)
+def get_pool(world_size: int, env: dict[str, str] | None = None) -> WorkerPool:
+    """The session's pool of `world_size` ranks started with `env` (variables read once at start,
+    such as C10D_FUNC_DEBUG), made on first use and again after a test broke it."""
+    key = (world_size, tuple(sorted((env or {}).items())))
+    pool = _pools.get(key)
     if pool is None or pool.broken:
-        pool = WorkerPool(world_size)
-        _pools[world_size] = pool
+        pool = WorkerPool(world_size, env=env)
+        _pools[key] = pool
     return pool
 
 

@@ -47,6 +47,12 @@ def cases(ranks, gs, me):
         "all_reduce max": (lambda x: ops.all_reduce(x, "max", "", ranks, gs), lambda xs: [torch.stack(xs).amax(0)] * gs, (3, 2)),
         "all_reduce min": (lambda x: ops.all_reduce(x, "min", "", ranks, gs), lambda xs: [torch.stack(xs).amin(0)] * gs, (3, 2)),
         "all_reduce product": (lambda x: ops.all_reduce(x, "product", "", ranks, gs), lambda xs: [torch.stack(xs).prod(0)] * gs, (3, 2)),
+        # reduce_op in any case, through backward too (parsed once, carried typed).
+        "all_reduce SUM": (lambda x: ops.all_reduce(x, "SUM", "", ranks, gs), lambda xs: [sum(xs)] * gs, (3, 2)),
+        "all_reduce Max": (lambda x: ops.all_reduce(x, "Max", "", ranks, gs), lambda xs: [torch.stack(xs).amax(0)] * gs, (3, 2)),
+        "all_reduce PRODUCT": (lambda x: ops.all_reduce(x, "PRODUCT", "", ranks, gs), lambda xs: [torch.stack(xs).prod(0)] * gs, (3, 2)),
+        "reduce_scatter Avg": (lambda x: ops.reduce_scatter_tensor(x, "Avg", "", ranks, gs), lambda xs: list((sum(xs) / gs).chunk(gs)), (2 * gs, 3)),
+        "reduce AVG": (lambda x: ops.reduce(x, "AVG", gs - 1, "", ranks, gs), lambda xs: [torch.zeros(3, 2, dtype=F64)] * (gs - 1) + [sum(xs) / gs], (3, 2)),
         "all_gather": (lambda x: ops.all_gather_into_tensor(x, "", ranks, gs), lambda xs: [torch.cat(xs)] * gs, (2, 3)),
         "reduce_scatter sum": (lambda x: ops.reduce_scatter_tensor(x, "sum", "", ranks, gs), lambda xs: list(sum(xs).chunk(gs)), (2 * gs, 3)),
         "reduce_scatter avg": (lambda x: ops.reduce_scatter_tensor(x, "avg", "", ranks, gs), lambda xs: list((sum(xs) / gs).chunk(gs)), (2 * gs, 3)),
@@ -75,7 +81,7 @@ def body_gradients(rank: int, world_size: int) -> list[str]:
             def input_of(i):
                 s = shape if shape is not None else (sum(plan[i]), 2)
                 x = make_input(members[i], s, F64, salt)
-                if name == "all_reduce product":
+                if name.lower() == "all_reduce product":
                     x.view(-1)[i % x.numel()] = 0.0  # zeros: the exact formula must hold
                 return x
 
@@ -232,7 +238,8 @@ def body_ties_and_errors(rank: int, world_size: int):
     # In place on a non-leaf is differentiable.
     base = torch.full((2,), float(rank + 1), dtype=F64, requires_grad=True)
     y = base * 2
-    wait(ops.all_reduce_(y, "sum", "", world, n))
+    ops.all_reduce_(y, "sum", "", world, n)
+    wait(y)
     y.sum().backward()
     return tie_grad, messages, base.grad.tolist(), y.detach().tolist()
 

@@ -1,10 +1,13 @@
 """CUDA kernels. Without a GPU every test here is skipped (the CUDA sources are still compiled
 and linked by every build, and test_meta checks the CUDA kernels are registered).
 
-On a GPU: NCCL at world size 1 for every op; a consumer on another stream reads correct data
-after wait_tensor; the op returns to the host before the collective finishes; CUDA-graph capture
-and replay; several processes sharing the one GPU over the Gloo transport (the multi-rank CUDA
-path); inputs and outputs dropped early stay correct.
+On a GPU: every op at world size 1, both on the local shortcut (a chunk of one member) and on
+NCCL (forced for a tag with set_transport); NCCL outputs are pending until wait_tensor, which
+makes the waiting stream wait on the collective without blocking the host; a consumer on another
+stream reads correct data; the op returns to the host before the collective finishes; the
+watchdog's timeout raises at the next wait and the next call; a bound NCCL ProcessGroup serves
+its tag on cuda:0; CUDA-graph capture and replay; several processes sharing the one GPU over the
+Gloo transport (the multi-rank CUDA path); inputs and outputs dropped early stay correct.
 """
 
 from __future__ import annotations
@@ -17,6 +20,15 @@ from test_collectives import assert_no_failures
 from worker_pool import WorkerPool
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+# One GPU holds one NCCL rank, so NCCL runs at world size 1, where a chunk of one member would
+# take the local shortcut: this tag forces the NCCL transport.
+NCCL_TAG = "nccl"
+
+
+def use_nccl() -> str:
+    __import__("c10d_func").set_transport("nccl", "cuda", tag=NCCL_TAG)
+    return NCCL_TAG
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +49,12 @@ def wait(t):
     return torch.ops.c10d_func.wait_tensor(t)
 
 
-def body_every_op_world_of_one(rank: int, world_size: int) -> list[str]:
+def body_every_op_world_of_one(rank: int, world_size: int, tag: str) -> list[str]:
     ops = torch.ops.c10d_func
     dev = torch.device("cuda", 0)
     failures = []
+    if tag == NCCL_TAG:
+        use_nccl()
 
     def same(what, got, want):
         if got.device.type != "cuda" or not torch.equal(got.cpu(), want):
@@ -52,38 +66,42 @@ def body_every_op_world_of_one(rank: int, world_size: int) -> list[str]:
             if reduce_allowed(op, dtype):
                 x = make_input(0, (4, 3), dtype, 1)
                 # A group of one reduces to the input itself (avg truncates nothing: n = 1).
-                same(f"all_reduce {op} {dtype}", wait(ops.all_reduce(x.to(dev), op, "", *g)), x)
-                same(f"reduce_scatter {op} {dtype}", wait(ops.reduce_scatter_tensor(x.to(dev), op, "", *g)), x)
-                same(f"reduce {op} {dtype}", wait(ops.reduce(x.to(dev), op, 0, "", *g)), x)
+                same(f"all_reduce {op} {dtype}", wait(ops.all_reduce(x.to(dev), op, tag, *g)), x)
+                same(f"reduce_scatter {op} {dtype}", wait(ops.reduce_scatter_tensor(x.to(dev), op, tag, *g)), x)
+                same(f"reduce {op} {dtype}", wait(ops.reduce(x.to(dev), op, 0, tag, *g)), x)
     for dtype in MOVE_DTYPES:
         x = make_input(0, (4, 3), dtype, 2)
-        same(f"all_gather {dtype}", wait(ops.all_gather_into_tensor(x.to(dev), "", *g)), x)
-        same(f"all_to_all {dtype}", wait(ops.all_to_all_single(x.to(dev), [4], [4], "", *g)), x)
-        same(f"broadcast {dtype}", wait(ops.broadcast(x.to(dev), 0, "", *g)), x)
-        same(f"gather {dtype}", wait(ops.gather(x.to(dev), 0, "", *g)), x)
-        same(f"scatter {dtype}", wait(ops.scatter(x.to(dev), 0, "", *g)), x)
-        same(f"permute {dtype}", wait(ops.permute(x.to(dev), [0], "", *g)), x)
+        same(f"all_gather {dtype}", wait(ops.all_gather_into_tensor(x.to(dev), tag, *g)), x)
+        same(f"all_to_all {dtype}", wait(ops.all_to_all_single(x.to(dev), [4], [4], tag, *g)), x)
+        same(f"broadcast {dtype}", wait(ops.broadcast(x.to(dev), 0, tag, *g)), x)
+        same(f"gather {dtype}", wait(ops.gather(x.to(dev), 0, tag, *g)), x)
+        same(f"scatter {dtype}", wait(ops.scatter(x.to(dev), 0, tag, *g)), x)
+        same(f"permute {dtype}", wait(ops.permute(x.to(dev), [0], tag, *g)), x)
     x = torch.arange(6.0, device=dev)
-    ops.wait_tensor(ops.all_reduce_(x, "sum", "", *g))
+    ops.all_reduce_(x, "sum", tag, *g)
+    ops.wait_tensor(x)
     same("all_reduce_", x, torch.arange(6.0))
-    backends = {entry["backend"] for entry in __import__("c10d_func").groups() if entry["device"].startswith("cuda")}
-    if backends != {"nccl"}:
-        failures.append(f"CUDA groups use {backends}, expected nccl")
+    backends = {g["backend"] for g in __import__("c10d_func").groups() if g["device"].startswith("cuda") and g["tag"] == tag}
+    expected = {"nccl"} if tag == NCCL_TAG else {"local"}
+    if backends != expected:
+        failures.append(f"CUDA groups of tag {tag!r} use {backends}, expected {expected}")
     return failures
 
 
-def test_every_op_over_nccl(gpu_pool):
-    assert_no_failures(gpu_pool.run(body_every_op_world_of_one))
+@pytest.mark.parametrize("tag", ["", NCCL_TAG], ids=["local", "nccl"])
+def test_every_op_world_of_one(gpu_pool, tag):
+    assert_no_failures(gpu_pool.run(body_every_op_world_of_one, tag))
 
 
 def body_streams_and_async(rank: int, world_size: int) -> list[str]:
     ops = torch.ops.c10d_func
     dev = torch.device("cuda", 0)
     failures = []
+    tag = use_nccl()
     x = torch.full((1 << 20,), 3.0, device=dev)
     # Keep the GPU busy so the collective cannot have run when the op returns.
     torch.cuda._sleep(200_000_000)
-    y = ops.all_reduce(x, "sum", "", [0], 1)
+    y = ops.all_reduce(x, "sum", tag, [0], 1)
     if torch.cuda.current_stream().query():
         failures.append("the GPU was idle when the op returned: the host waited for it")
     # A consumer on another stream orders itself after the collective through wait_tensor.
@@ -97,13 +115,13 @@ def body_streams_and_async(rank: int, world_size: int) -> list[str]:
     # Inputs and outputs dropped before the collective runs stay valid (allocator-safe).
     torch.cuda._sleep(100_000_000)
     a = torch.full((1 << 18,), 5.0, device=dev)
-    out = ops.all_gather_into_tensor(a, "", [0], 1)
+    out = ops.all_gather_into_tensor(a, tag, [0], 1)
     del a
     junk = [torch.full((1 << 18,), -1.0, device=dev) for _ in range(8)]  # would reuse a's memory
     out = ops.wait_tensor(out)
     if not torch.all(out == 5.0):
         failures.append("an input freed early was overwritten before the collective read it")
-    dropped = ops.all_reduce(torch.ones(1 << 18, device=dev), "sum", "", [0], 1)
+    dropped = ops.all_reduce(torch.ones(1 << 18, device=dev), "sum", tag, [0], 1)
     del dropped, junk
     torch.cuda.synchronize()
     return failures
@@ -117,11 +135,12 @@ def body_cuda_graph(rank: int, world_size: int) -> list[str]:
     ops = torch.ops.c10d_func
     dev = torch.device("cuda", 0)
     static_in = torch.zeros(1024, device=dev)
-    ops.wait_tensor(ops.all_reduce(static_in, "sum", "", [0], 1))  # communicator made outside capture
+    tag = use_nccl()
+    ops.wait_tensor(ops.all_reduce(static_in, "sum", tag, [0], 1))  # communicator made outside capture
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        reduced = ops.wait_tensor(ops.all_reduce(static_in * 2, "sum", "", [0], 1))
+        reduced = ops.wait_tensor(ops.all_reduce(static_in * 2, "sum", tag, [0], 1))
         static_out = reduced + 1
     failures = []
     for value in (1.0, 7.0):
@@ -135,6 +154,116 @@ def body_cuda_graph(rank: int, world_size: int) -> list[str]:
 
 def test_cuda_graph_capture_and_replay(gpu_pool):
     assert_no_failures(gpu_pool.run(body_cuda_graph))
+
+
+def body_nccl_outputs_are_pending_until_waited(rank: int, world_size: int) -> list[str]:
+    """NCCL completes its Future at enqueue; the output must still be recorded, and wait_tensor
+    must order the waiting stream after the collective without blocking the host."""
+    import time
+
+    import c10d_func
+
+    ops = torch.ops.c10d_func
+    dev = torch.device("cuda", 0)
+    failures = []
+    tag = use_nccl()
+    ops.wait_tensor(ops.all_reduce(torch.ones(4, device=dev), "sum", tag, [0], 1))  # form the comm
+    torch.cuda.synchronize()
+    before = c10d_func._C.pending_count()
+    x = torch.full((1 << 16,), 2.0, device=dev)
+    torch.cuda._sleep(400_000_000)  # the collective queues behind this on the current stream
+    y = ops.all_reduce(x, "sum", tag, [0], 1)
+    if c10d_func._C.pending_count() != before + 1:
+        failures.append("an NCCL output was not recorded as pending")
+    side = torch.cuda.Stream()  # never synchronised with the current stream by anything else
+    start = time.monotonic()
+    with torch.cuda.stream(side):
+        y = ops.wait_tensor(y)
+        doubled = y * 2
+    waited = time.monotonic() - start
+    if waited > 0.1:
+        failures.append(f"wait_tensor blocked the host for {waited:.3f} s")
+    time.sleep(0.05)
+    if side.query():
+        failures.append("the waiting stream did not wait for the collective (it finished at once)")
+    side.synchronize()
+    if not torch.all(doubled == 4.0):
+        failures.append(f"the waiting stream read {doubled[:4].tolist()}")
+    if c10d_func._C.pending_count() != before:
+        failures.append("wait_tensor left the entry pending")
+    return failures
+
+
+def test_nccl_outputs_are_pending_until_waited(gpu_pool):
+    assert_no_failures(gpu_pool.run(body_nccl_outputs_are_pending_until_waited))
+
+
+def body_watchdog_timeout_raises_at_wait_and_next_call(rank: int, world_size: int) -> dict:
+    ops = torch.ops.c10d_func
+    dev = torch.device("cuda", 0)
+    tag = use_nccl()
+    ops.wait_tensor(ops.all_reduce(torch.ones(4, device=dev), "sum", tag, [0], 1))
+    torch.cuda.synchronize()
+    # The collective waits for the current stream, busy for ~3 s: past the 1 s timeout.
+    torch.cuda._sleep(3_000_000_000)
+    y = ops.all_reduce(torch.ones(4, device=dev), "sum", tag, [0], 1)
+    import time
+
+    time.sleep(2.0)  # the watchdog aborts the communicator meanwhile
+    messages = {}
+    for what, call in [
+        ("wait", lambda: ops.wait_tensor(y)),
+        ("next call", lambda: ops.all_reduce(torch.ones(4, device=dev), "sum", tag, [0], 1)),
+    ]:
+        try:
+            call()
+            messages[what] = "no error"
+        except RuntimeError as error:
+            messages[what] = str(error)
+    torch.cuda.synchronize()
+    return messages
+
+
+def test_watchdog_timeout_raises_at_wait_and_next_call():
+    pool = WorkerPool(1, env={"C10D_FUNC_TIMEOUT": "1"})
+    try:
+        [messages] = pool.run(body_watchdog_timeout_raises_at_wait_and_next_call, timeout=120)
+    finally:
+        pool.close()
+    assert "did not complete within C10D_FUNC_TIMEOUT" in messages["wait"], messages
+    assert "c10d_func.all_reduce" in messages["wait"], messages
+    assert "unusable after an earlier failure" in messages["next call"], messages
+
+
+def body_bound_nccl_group_serves_cuda0(rank: int, world_size: int) -> list[str]:
+    import c10d_func
+    import torch.distributed as dist
+
+    dev = torch.device("cuda", 0)
+    torch.cuda.set_device(dev)
+    dist.init_process_group("cpu:gloo,cuda:nccl", device_id=dev)  # env:// from the pool
+    failures = []
+    try:
+        c10d_func.register_group(dist.group.WORLD, tag="bound")
+        got = torch.ops.c10d_func.wait_tensor(
+            torch.ops.c10d_func.all_reduce(torch.full((4,), 3.0, device=dev), "sum", "bound", [0], 1))
+        if got.tolist() != [3.0] * 4:
+            failures.append(f"bound group gave {got.tolist()}")
+        # The group is bound for "cuda" (any index); the call on cuda:0 must use it, not form one.
+        entries = {(g["device"], g["origin"], g["backend"]) for g in c10d_func.groups() if g["tag"] == "bound"}
+        if not all(origin == "registered" for _, origin, _ in entries) or ("cuda", "registered", "nccl") not in entries:
+            failures.append(f"tag 'bound' resolved to {entries}, expected only the bound groups")
+    finally:
+        dist.destroy_process_group()
+    return failures
+
+
+def test_a_bound_nccl_group_serves_any_device_index():
+    pool = WorkerPool(1)
+    try:
+        assert_no_failures(pool.run(body_bound_nccl_group_serves_cuda0, timeout=120))
+    finally:
+        pool.close()
 
 
 def body_gloo_on_one_gpu(rank: int, world_size: int) -> list[str]:

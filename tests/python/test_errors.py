@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import c10d_func  # noqa: F401
+from conftest import get_pool
 
 ops = torch.ops.c10d_func
 DEVICES = ["cpu", "meta"]
@@ -234,23 +235,24 @@ def test_a_peer_that_skips_a_collective_fails_the_others(pool):
         assert "unusable after an earlier failure" in again, again
 
 
+DETAIL = {"C10D_FUNC_DEBUG": "DETAIL"}  # read once, when a process starts: a pool of its own
+
+
 def body_debug_mode_reports_mismatch(rank: int, world_size: int, tag: str):
-    os.environ["C10D_FUNC_DEBUG"] = "DETAIL"
+    ranks = list(range(world_size))
+    # Agreeing calls pass the check and give the right result.
+    ok = ops.wait_tensor(ops.all_reduce(torch.ones(2), "sum", tag, ranks, world_size)).tolist()
+    shape = (4,) if rank == 0 else (3,)  # rank 0 disagrees with the others
     try:
-        ranks = list(range(world_size))
-        # Agreeing calls pass the check and give the right result.
-        ok = ops.wait_tensor(ops.all_reduce(torch.ones(2), "sum", tag, ranks, world_size)).tolist()
-        shape = (4,) if rank == 0 else (3,)  # rank 0 disagrees with the others
-        try:
-            ops.all_reduce(torch.ones(shape), "sum", tag, ranks, world_size)
-            return ok, "no error"
-        except RuntimeError as error:
-            return ok, str(error)
-    finally:
-        del os.environ["C10D_FUNC_DEBUG"]
+        ops.all_reduce(torch.ones(shape), "sum", tag, ranks, world_size)
+        return ok, "no error"
+    except RuntimeError as error:
+        return ok, str(error)
 
 
-def test_debug_mode_reports_members_that_disagree(pool):
+@pytest.mark.parametrize("world_size", [2, 4], ids=["ws2", "ws4"])
+def test_debug_mode_reports_members_that_disagree(world_size):
+    pool = get_pool(world_size, DETAIL)
     tag = f"debug-{uuid.uuid4().hex[:8]}"
     for ok, message in pool.run(body_debug_mode_reports_mismatch, tag):
         assert ok == [float(pool.world_size)] * 2

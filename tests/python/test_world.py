@@ -88,6 +88,48 @@ def test_shutdown_then_new_collectives(pool2):
         assert groups == [] and world["rank"] == rank
 
 
+def body_chunks_of_one_are_local(rank: int, world_size: int):
+    # group_size 1 cuts the world into chunks of one member each: every op is a local copy, done
+    # when it returns (nothing pending), on no transport.
+    ranks = list(range(world_size))
+    before = c10d_func._C.pending_count()
+    x = torch.arange(6.0).reshape(3, 2) + rank
+    outs = {
+        "all_reduce": ops.all_reduce(x, "avg", "solo", ranks, 1),
+        "all_gather": ops.all_gather_into_tensor(x, "solo", ranks, 1),
+        "reduce_scatter": ops.reduce_scatter_tensor(x, "max", "solo", ranks, 1),
+        "all_to_all": ops.all_to_all_single(x, [3], [3], "solo", ranks, 1),
+        "broadcast": ops.broadcast(x, 0, "solo", ranks, 1),
+        "gather": ops.gather(x, 0, "solo", ranks, 1),
+        "scatter": ops.scatter(x, 0, "solo", ranks, 1),
+        "permute": ops.permute(x, [0], "solo", ranks, 1),
+    }
+    pending = c10d_func._C.pending_count() - before
+    x.add_(100)  # the outputs must not alias or lag behind the input
+    values = {name: ops.wait_tensor(out).tolist() for name, out in outs.items()}
+    backends = {(g["ranks"] == [rank], g["backend"]) for g in c10d_func.groups() if g["tag"] == "solo"}
+    return pending, values, backends
+
+
+def test_chunks_of_one_member_are_local_copies(pool):
+    for rank, (pending, values, backends) in enumerate(pool.run(body_chunks_of_one_are_local)):
+        expected = (torch.arange(6.0).reshape(3, 2) + rank).tolist()
+        assert pending == 0
+        assert all(v == expected for v in values.values()), values
+        assert backends == {(True, "local")}
+
+
+def body_binding_after_first_use(rank: int, world_size: int):
+    # The first call resolves tag "late" to a communicator of c10d_func's own and caches it; a
+    # ProcessGroup bound to the tag afterwards must win from the next call on.
+    first = summed(rank, world_size, "late")
+    pg = dist.new_group(list(range(world_size)), backend="gloo")
+    c10d_func.register_group(pg, tag="late")
+    second = summed(rank, world_size, "late")
+    origins = sorted(g["origin"] for g in c10d_func.groups() if g["tag"] == "late" and g["device"] == "cpu")
+    return first, second, origins
+
+
 # ------------------------------------------- worlds that need their own processes (fresh pools)
 
 
@@ -124,6 +166,16 @@ def test_world_from_the_default_process_group_and_register_group(world_size):
                 assert bound == [11.0, 11.0]
                 assert registered and registered[0]["origin"] == "registered"
                 assert registered[0]["ranks"] == [0, 1] and registered[0]["backend"] == "gloo"
+    finally:
+        pool.close()
+
+
+def test_a_group_bound_after_first_use_wins():
+    pool = WorkerPool(2, env={"C10D_FUNC_TEST_SETUP": "test_world:setup_default_group"})
+    try:
+        for first, second, origins in pool.run(body_binding_after_first_use):
+            assert first == second == expected_sum(2)
+            assert origins == ["registered"]
     finally:
         pool.close()
 

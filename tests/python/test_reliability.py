@@ -1,0 +1,251 @@
+"""Reliability: exits with work in flight, threads creating groups and calling collectives at the
+same time (also under C10D_FUNC_DEBUG=DETAIL), a peer whose rank failed before its first
+collective, out-of-range dims, and a bounded stress run of threads x tags x ops with random sizes
+and outputs dropped unwaited. Nothing may crash or hang; every result is checked against a
+reference computed from every rank's known input."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import threading
+import uuid
+
+import pytest
+import torch
+
+import c10d_func
+from conftest import get_pool
+from worker_pool import WorkerPool, free_port
+
+ops = torch.ops.c10d_func
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+# ------------------------------------------------------------------ exit with work in flight
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_exit_with_collectives_in_flight_is_clean(world_size):
+    env = {
+        **os.environ,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "WORLD_SIZE": str(world_size),
+        "C10D_FUNC_TIMEOUT": "30",
+        "PYTHONPATH": os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]),
+    }
+    script = os.path.join(HERE, "programs", "exit_with_work_in_flight.py")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, script, "200"],
+            env={**env, "RANK": str(rank)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(world_size)
+    ]
+    results = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=120)
+            results.append((proc.returncode, out, err))
+    finally:
+        for proc in procs:
+            proc.kill()
+    for rank, (code, out, err) in enumerate(results):
+        assert code == 0, f"rank {rank} exited with {code}:\n{err[-3000:]}"
+        assert "issued 200" in out
+        warnings = [line for line in err.splitlines() if "left unwaited at exit" in line]
+        assert len(warnings) <= 1, err
+        if warnings:
+            assert "c10d_func:" in warnings[0] and "collective" in warnings[0], warnings[0]
+
+
+# ------------------------------------------------------------------ threads
+
+
+def body_threads_first_use(rank: int, world_size: int, run: str, threads: int):
+    """`threads` threads per rank, each making the first collective of its own tag at the same
+    moment, then a few more on it."""
+    ranks = list(range(world_size))
+    start = threading.Barrier(threads)
+    results: dict[int, list[float]] = {}
+    errors: list[str] = []
+
+    def work(i: int) -> None:
+        tag = f"{run}-t{i}"
+        try:
+            start.wait()
+            total = []
+            for step in range(3):
+                x = torch.full((8,), float(rank + 1 + 10 * i + 100 * step))
+                total.append(ops.wait_tensor(ops.all_reduce(x, "sum", tag, ranks, world_size))[0].item())
+            results[i] = total
+        except BaseException as error:  # noqa: BLE001 - reported to the test
+            errors.append(f"thread {i}: {error}")
+
+    pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return results, errors
+
+
+def expected_threads(world_size: int, threads: int) -> dict[int, list[float]]:
+    return {
+        i: [float(sum(r + 1 + 10 * i + 100 * step for r in range(world_size))) for step in range(3)]
+        for i in range(threads)
+    }
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_threads_creating_groups_at_once_never_hang(world_size):
+    pool = get_pool(world_size)
+    for attempt in range(3):
+        run = f"first-{uuid.uuid4().hex[:6]}"
+        for results, errors in pool.run(body_threads_first_use, run, 4, timeout=90):
+            assert not errors, errors
+            assert results == expected_threads(world_size, 4)
+
+
+def test_debug_detail_with_threads_on_two_tags():
+    pool = get_pool(2, {"C10D_FUNC_DEBUG": "DETAIL"})
+    for attempt in range(2):
+        run = f"detail-{uuid.uuid4().hex[:6]}"
+        for results, errors in pool.run(body_threads_first_use, run, 2, timeout=90):
+            assert not errors, errors
+            assert results == expected_threads(2, 2)
+
+
+# ------------------------------------------------------------------ a rank that failed early
+
+
+def body_fail_before_first_collective(rank: int, world_size: int, failing: int):
+    ranks = list(range(world_size))
+    if rank == failing:
+        try:
+            ops.all_reduce(torch.ones(2), "median", "", ranks, world_size)
+        except RuntimeError as error:
+            return "failed early: " + str(error).splitlines()[0]
+        return "no error"
+    try:
+        ops.wait_tensor(ops.all_reduce(torch.ones(2), "sum", "", ranks, world_size))
+        return "no error"
+    except RuntimeError as error:
+        return str(error)
+
+
+@pytest.mark.parametrize("failing", [0, 1], ids=["store_host_failed", "member_failed"])
+def test_peers_of_a_rank_that_failed_early_get_a_named_error(failing):
+    pool = WorkerPool(2, env={"C10D_FUNC_TIMEOUT": "4"})
+    try:
+        messages = pool.run(body_fail_before_first_collective, failing, timeout=90)
+    finally:
+        pool.close()
+    assert messages[failing].startswith("failed early: c10d_func.all_reduce: ")
+    message = messages[1 - failing]
+    assert "c10d_func.all_reduce" in message, message
+    if failing == 0:
+        assert "rank 0" in message and "never made its first collective call" in message, message
+    else:
+        assert "ranks [1] never arrived" in message, message
+
+
+# ------------------------------------------------------------------ dims
+
+
+@pytest.mark.parametrize(
+    "call, arg",
+    [
+        (lambda x: c10d_func.all_gather_tensor(x, 2, [0]), "gather_dim"),
+        (lambda x: c10d_func.all_gather_tensor(x, -3, [0]), "gather_dim"),
+        (lambda x: c10d_func.reduce_scatter_tensor(x, "sum", 5, [0]), "scatter_dim"),
+        (lambda x: c10d_func.reduce_scatter_tensor(x, "sum", -3, [0]), "scatter_dim"),
+        (lambda x: c10d_func.reduce_scatter_tensor_coalesced([x], "sum", [2], [0]), "scatter_dim"),
+    ],
+)
+def test_out_of_range_dims_raise_index_error(call, arg):
+    with pytest.raises(IndexError, match=f"argument '{arg}' is out of range"):
+        call(torch.ones(2, 2, device="meta"))
+
+
+# ------------------------------------------------------------------ stress
+
+STRESS_OPS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "permute"]
+
+
+def stress_input(member: int, thread: int, step: int, rows: int) -> torch.Tensor:
+    return torch.arange(rows * 3, dtype=torch.float64).reshape(rows, 3) + 1000 * member + 10 * thread + step
+
+
+def stress_expected(op: str, members: int, me: int, thread: int, step: int, rows: int) -> torch.Tensor:
+    xs = [stress_input(m, thread, step, rows) for m in range(members)]
+    if op == "all_reduce":
+        return sum(xs)
+    if op == "all_gather":
+        return torch.cat(xs)
+    if op == "reduce_scatter":
+        return sum(xs).chunk(members)[me]
+    if op == "all_to_all":
+        return torch.cat([x.chunk(members)[me] for x in xs])
+    if op == "broadcast":
+        return xs[members - 1]
+    return xs[(me - 1) % members]  # permute: member i sends to i + 1
+
+
+def body_stress(rank: int, world_size: int, run: str, threads: int, steps: int):
+    ranks = list(range(world_size))
+    n = world_size
+    errors: list[str] = []
+
+    def work(thread: int) -> None:
+        # Every rank draws the same plan for a thread: op, tag, size and what is dropped.
+        plan = random.Random(f"{run}-{thread}")
+        try:
+            for step in range(steps):
+                op = plan.choice(STRESS_OPS)
+                tag = f"{run}-t{thread}-{plan.randrange(2)}"
+                rows = n * plan.randint(0, 40)
+                drop = plan.random() < 0.2
+                x = stress_input(rank, thread, step, rows)
+                if op == "all_reduce":
+                    out = ops.all_reduce(x, "sum", tag, ranks, n)
+                elif op == "all_gather":
+                    out = ops.all_gather_into_tensor(x, tag, ranks, n)
+                elif op == "reduce_scatter":
+                    out = ops.reduce_scatter_tensor(x, "sum", tag, ranks, n)
+                elif op == "all_to_all":
+                    out = ops.all_to_all_single(x, None, None, tag, ranks, n)
+                elif op == "broadcast":
+                    out = ops.broadcast(x, n - 1, tag, ranks, n)
+                else:
+                    out = ops.permute(x, [(i + 1) % n for i in range(n)], tag, ranks, n)
+                x.fill_(-1)  # the op must have taken what it sends
+                if drop:
+                    del out  # left unwaited: must neither leak nor disturb later calls
+                    continue
+                got = ops.wait_tensor(out)
+                want = stress_expected(op, n, rank, thread, step, rows)
+                if not torch.equal(got, want):
+                    errors.append(f"thread {thread} step {step} {op} rows={rows}: wrong result")
+        except BaseException as error:  # noqa: BLE001 - reported to the test
+            errors.append(f"thread {thread}: {type(error).__name__}: {error}")
+
+    pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return errors
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_stress_threads_tags_ops(world_size):
+    run = f"stress-{uuid.uuid4().hex[:6]}"
+    for errors in get_pool(world_size).run(body_stress, run, 4, 40, timeout=120):
+        assert not errors, "\n".join(errors[:20])
