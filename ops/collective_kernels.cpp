@@ -44,7 +44,7 @@ Completion into(const at::Tensor& target, const at::Tensor& buffer, const Comple
   if (buffer.is_same(target)) {
     return completion;
   }
-  return then_run(completion, [target, buffer] { target.copy_(buffer); });
+  return then_run(completion, target, [target, buffer] { target.copy_(buffer); });
 }
 
 } // namespace
@@ -264,7 +264,7 @@ at::Tensor reduce(
   Completion done = call.communicator().reduce(output, dst, op);
   if (call.index() != dst) {
     // The transport may leave partial results on non-root members; the contract says zeros.
-    done = then_run(done, [output] { output.zero_(); });
+    done = then_run(done, output, [output] { output.zero_(); });
   }
   call.record(output, done);
   return output;

@@ -20,19 +20,29 @@ Completion detached(const Completion& upstream) {
       c10::NoneType::get());
 }
 
-Completion then_run(const Completion& upstream, std::function<void()> finish) {
+Completion then_run(const Completion& upstream, const at::Tensor& written,
+                    std::function<void()> finish) {
   if (!finish) {
     return upstream;
   }
+  using Storages = std::vector<c10::ivalue::Future::WeakStorage>;
   return upstream->then(
-      [finish = std::move(finish)](c10::ivalue::Future& parent) -> c10::IValue {
+      [finish = std::move(finish),
+       storage = written.has_storage()
+           ? std::optional<c10::ivalue::Future::WeakStorage>(written.storage().getWeakStorageImpl())
+           : std::nullopt](
+          c10::ivalue::Future& parent) -> std::tuple<c10::IValue, Storages> {
         // value() rethrows the collective's error, so `then` marks the child failed with it.
         (void)parent.value();
         // Finishing writes data only. It runs on a transport thread, after autograd may have
         // wrapped the output it writes, so it must never be recorded by autograd.
         at::AutoDispatchBelowADInplaceOrView below;
         finish();
-        return c10::IValue();
+        Storages storages;
+        if (storage && !storage->expired()) {
+          storages.push_back(*storage);
+        }
+        return {c10::IValue(), std::move(storages)};
       },
       c10::NoneType::get());
 }

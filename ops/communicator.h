@@ -29,8 +29,11 @@ Completion completed();
 Completion detached(const Completion& upstream);
 
 // Runs `finish` once `upstream` succeeds and completes the result after it; an upstream error
-// passes through untouched and `finish` is skipped.
-Completion then_run(const Completion& upstream, std::function<void()> finish);
+// passes through untouched and `finish` is skipped. `written` is the tensor `finish` writes: on a
+// device Future, the result's completion event is recorded for its storage (after `finish`'s
+// work on the callback's stream), so waiting on the result orders the waiter after it.
+Completion then_run(const Completion& upstream, const at::Tensor& written,
+                    std::function<void()> finish);
 
 class Communicator {
  public:

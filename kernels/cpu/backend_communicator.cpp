@@ -104,7 +104,7 @@ class BackendCommunicator final : public Communicator {
         received_rows, input_rows, even, even, c10d::AllToAllOptions());
     std::vector<int64_t> stacked_shape{size()};
     stacked_shape.insert(stacked_shape.end(), output.sizes().begin(), output.sizes().end());
-    return then_run(work->getFuture(), [output, received, stacked_shape, reduce_op] {
+    return then_run(work->getFuture(), output, [output, received, stacked_shape, reduce_op] {
       reduce_stack_into(output, received.view(stacked_shape), reduce_op);
     });
   }
@@ -191,7 +191,7 @@ class BackendCommunicator final : public Communicator {
     if (!staged.needs_finish()) {
       return upstream;
     }
-    return then_run(upstream, [buffer, staged, group_size = size()] {
+    return then_run(upstream, buffer, [buffer, staged, group_size = size()] {
       staged.finish(buffer, group_size);
     });
   }

