@@ -17,9 +17,13 @@ Collective = Callable[[torch.Tensor], torch.Tensor]  # input -> finished (waited
 
 C10D_FUNC = "c10d_func"
 FRONTEND = "c10d_func (python frontend)"
+C10D_FUNC_GLOO = "c10d_func on gloo"
 TORCH_NATIVE = "torch native"
 TORCH_DIST = "torch.distributed"
-IMPL_NAMES = [C10D_FUNC, FRONTEND, TORCH_NATIVE, TORCH_DIST]
+IMPL_NAMES = [C10D_FUNC, FRONTEND, C10D_FUNC_GLOO, TORCH_NATIVE, TORCH_DIST]
+# c10d_func's own ops pinned to Gloo (CPU): beside the default column (shm on one host), the
+# speed-up of the transport alone.
+GLOO_TAG = "bench-on-gloo"
 
 REDUCE_OP = "sum"
 
@@ -81,10 +85,10 @@ def _even_splits(x: torch.Tensor, world: int) -> list[int]:
     return [x.shape[0] // world] * world
 
 
-def _c10d_func(ctx: GroupCtx) -> dict[str, Collective]:
+def _c10d_func(ctx: GroupCtx, tag: str | None = None) -> dict[str, Collective]:
     ops = torch.ops.c10d_func
     wait = ops.wait_tensor
-    tag, ranks, n = ctx.tag, ctx.ranks, ctx.world
+    tag, ranks, n = ctx.tag if tag is None else tag, ctx.ranks, ctx.world
     return {
         "all_reduce": lambda x: wait(ops.all_reduce(x, REDUCE_OP, tag, ranks, n)),
         "all_gather": lambda x: wait(ops.all_gather_into_tensor(x, tag, ranks, n)),
@@ -92,6 +96,13 @@ def _c10d_func(ctx: GroupCtx) -> dict[str, Collective]:
         "all_to_all": lambda x: wait(ops.all_to_all_single(x, None, None, tag, ranks, n)),
         "broadcast": lambda x: wait(ops.broadcast(x, ctx.src, tag, ranks, n)),
     }
+
+
+def _c10d_func_gloo(ctx: GroupCtx) -> dict[str, Collective]:
+    import c10d_func
+
+    c10d_func.set_transport("gloo", "cpu", tag=GLOO_TAG)
+    return _c10d_func(ctx, GLOO_TAG)
 
 
 def _frontend_wait(out: Any) -> torch.Tensor:
@@ -191,11 +202,14 @@ def _torch_distributed(ctx: GroupCtx) -> dict[str, Collective]:
 BUILDERS: dict[str, Callable[[GroupCtx], dict[str, Collective]]] = {
     C10D_FUNC: _c10d_func,
     FRONTEND: _frontend,
+    C10D_FUNC_GLOO: _c10d_func_gloo,
     TORCH_NATIVE: _torch_native,
     TORCH_DIST: _torch_distributed,
 }
 
 
-def missing_reason(impl: str) -> str | None:
+def missing_reason(impl: str, device: str = "cpu") -> str | None:
     """None when `impl` can run in this process, else the note the reports show instead."""
+    if impl == C10D_FUNC_GLOO and device != "cpu":
+        return "the gloo column is measured on CPU only"
     return frontend_missing() if impl == FRONTEND else None

@@ -15,6 +15,7 @@ from .report import human_bytes
 _STYLE = {  # fixed colours and markers so that the same implementation looks the same everywhere
     "c10d_func": ("tab:blue", "o"),
     "c10d_func (python frontend)": ("tab:purple", "s"),
+    "c10d_func on gloo": ("tab:cyan", "D"),
     "torch native": ("tab:orange", "^"),
     "torch.distributed": ("tab:green", "v"),
 }

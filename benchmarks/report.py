@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from .correctness import OK, UNAVAILABLE
-from .impls import C10D_FUNC, FRONTEND, OPS, TORCH_DIST, TORCH_NATIVE
+from .impls import C10D_FUNC, C10D_FUNC_GLOO, FRONTEND, OPS, TORCH_DIST, TORCH_NATIVE
 from .mlp_step import STEP_LIBRARIES
 
 _LATENCY_COLUMNS = [
     (C10D_FUNC, "c10d_func µs"),
     (FRONTEND, "frontend µs"),
+    (C10D_FUNC_GLOO, "c10d_func on gloo µs"),
     (TORCH_NATIVE, "torch native µs"),
     (TORCH_DIST, "torch.distributed µs"),
 ]

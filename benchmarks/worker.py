@@ -54,7 +54,7 @@ def _check_all(
     check_ctx = GroupCtx(ctx.rank, ctx.world, ctx.group, src=ctx.world - 1, tag=ctx.tag)
     status: dict[str, dict[str, dict[str, Any]]] = {op: {} for op in ops}
     for impl in IMPL_NAMES:
-        missing = missing_reason(impl)
+        missing = missing_reason(impl, device.type)
         fns = {} if missing else BUILDERS[impl](check_ctx)
         for op in ops:
             if op not in fns:
@@ -80,7 +80,7 @@ def _sweep(
     status: dict[str, dict[str, dict[str, Any]]],
     barrier: Callable[[], None],
 ) -> list[dict[str, Any]]:
-    fns = {impl: BUILDERS[impl](ctx) for impl in IMPL_NAMES if missing_reason(impl) is None}
+    fns = {impl: BUILDERS[impl](ctx) for impl in IMPL_NAMES if missing_reason(impl, device.type) is None}
     sync = device_sync(device)
     rows = []
     for op in cfg["ops"]:

@@ -73,7 +73,7 @@ CollectiveCall::CollectiveCall(std::string_view op, at::TensorList inputs, std::
 
 at::Tensor CollectiveCall::sendable(const at::Tensor& self) const {
   at::Tensor owned = self.contiguous();
-  if (!group_->communicator->reads_inputs_after_return() || !owned.is_same(self)) {
+  if (!owned.is_same(self) || !group_->communicator->reads_inputs_after_return(self.nbytes())) {
     return owned;
   }
   return self.clone(at::MemoryFormat::Contiguous);

@@ -65,9 +65,24 @@ class Communicator {
   // `input` is read on `root` only.
   virtual Completion scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) = 0;
 
-  // False for a transport that has read its inputs by the time a call returns (a chunk of one
-  // member): kernels then send the caller's tensor itself instead of a private snapshot.
-  virtual bool reads_inputs_after_return() const { return true; }
+  // Out of place: every member's `input` reduced into `output`. The transport reads `input`
+  // before it returns or keeps a copy of its own, so kernels pass the caller's tensor. The
+  // default copies it into `output` and reduces in place.
+  virtual Completion all_reduce_into(const at::Tensor& output, const at::Tensor& input,
+                                     ReduceOp reduce_op) {
+    output.copy_(input);
+    return all_reduce(output, reduce_op);
+  }
+  // Out of place: `root`'s `input` into every member's `output`; `input` as for all_reduce_into.
+  virtual Completion broadcast_into(const at::Tensor& output, const at::Tensor& input,
+                                    int64_t root) {
+    output.copy_(input);
+    return broadcast(output, root);
+  }
+
+  // False when a call moving `bytes` reads its inputs before it returns (a chunk of one member;
+  // a small shm collective): kernels then send the caller's tensor instead of a private copy.
+  virtual bool reads_inputs_after_return(int64_t bytes) const { return true; }
 
   // A communicator for this member's part of a partition of all its members, made in one
   // collective call of every member (ncclCommSplit): `color` picks the part, `key` orders

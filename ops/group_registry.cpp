@@ -146,6 +146,24 @@ std::string ResolvedGroup::describe() const {
   return spec.describe() + ", chunk " + chunk.describe();
 }
 
+Transport GroupRegistry::find_transport_locked(std::string_view op, c10::DeviceType device,
+                                               const std::string& name, const std::string& tag) {
+  auto& available = impl().transports[device];
+  auto it = available.find(name);
+  if (it == available.end()) {
+    std::string known;
+    for (const auto& [candidate, _] : available) {
+      known += (known.empty() ? "" : ", ") + candidate;
+    }
+    TORCH_CHECK(false, "c10d_func.", op, ": no '", name, "' transport for ", device_name(device),
+                " tensors (tag='", tag, "'); available: ", known.empty() ? "none" : known,
+                ". CPU: auto (shm on one host, else Gloo), shm or gloo; CUDA: nccl when the ",
+                "library is built with CUDA, or gloo; a ProcessGroup can be bound with ",
+                "c10d_func.register_group");
+  }
+  return it->second;
+}
+
 GroupRegistry& GroupRegistry::instance() {
   // Never destroyed: transports' threads may outlive static destruction at exit, and tearing
   // them down there can block on a peer; the OS reclaims everything instead.
@@ -204,24 +222,18 @@ Transport GroupRegistry::transport_for(std::string_view op, c10::DeviceType devi
   } else if (auto all = impl().chosen.find({device, ""}); all != impl().chosen.end()) {
     name = all->second;
   } else {
-    name = transport_from_env(device).value_or(device == c10::DeviceType::CUDA ? "nccl" : "gloo");
+    // CPU: "auto" is shm for a chunk on one host, Gloo for one spanning hosts.
+    name = transport_from_env(device).value_or(device == c10::DeviceType::CUDA ? "nccl" : "auto");
   }
-  auto& available = impl().transports[device];
-  auto it = available.find(name);
-  if (it == available.end()) {
-    std::string known;
-    for (const auto& [candidate, _] : available) {
-      known += (known.empty() ? "" : ", ") + candidate;
-    }
-    TORCH_CHECK(false, "c10d_func.", op, ": no '", name, "' transport for ", device_name(device),
-                " tensors (tag='", tag, "'); available: ", known.empty() ? "none" : known,
-                ". CPU uses Gloo (installed by `import c10d_func`); CUDA uses NCCL when the ",
-                "library is built with CUDA, or Gloo; a ProcessGroup can be bound with ",
-                "c10d_func.register_group");
-  }
-  Transport chosen = it->second;
+  Transport chosen = find_transport_locked(op, device, name, tag);
   chosen.forced = forced;
   return chosen;
+}
+
+Transport GroupRegistry::find_transport(std::string_view op, c10::DeviceType device,
+                                        const std::string& name) {
+  std::lock_guard<std::mutex> lock(impl().mutex);
+  return find_transport_locked(op, device, name, "");
 }
 
 std::optional<World> GroupRegistry::current_world() {
@@ -401,6 +413,8 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(
       c10::make_intrusive<c10d::PrefixStore>(prefix.str(), private_connection(world.store));
   rendezvous.rank = chunk.index;
   rendezvous.size = chunk.size();
+  rendezvous.members = chunk.members;
+  rendezvous.group = "tag='" + tag + "', chunk " + chunk.describe();
   rendezvous.timeout = collective_timeout();
   rendezvous.device = device;
   // Each member announces itself first, so a rendezvous that times out can name who is missing.

@@ -33,6 +33,8 @@ struct Rendezvous {
   c10::intrusive_ptr<c10d::Store> store;
   int64_t rank = -1;
   int64_t size = 0;
+  std::vector<int64_t> members; // the chunk's global ranks, for messages
+  std::string group;            // "tag='x', chunk [0, 1]", for messages
   std::chrono::milliseconds timeout{};
   c10::Device device{c10::DeviceType::CPU};
 };
@@ -116,6 +118,9 @@ class GroupRegistry {
 
  private:
   GroupRegistry() = default;
+  // The transport `name` of `device`, with the registry lock held.
+  Transport find_transport_locked(std::string_view op, c10::DeviceType device,
+                                  const std::string& name, const std::string& tag);
   struct Impl;
   Impl& impl();
   std::shared_ptr<Communicator> communicator(
@@ -124,6 +129,12 @@ class GroupRegistry {
       const GroupSpec& spec,
       const Chunk& chunk);
   Transport transport_for(std::string_view op, c10::DeviceType device, const std::string& tag);
+
+ public:
+  // The transport `name` of `device`; raises, naming `op`, when there is none.
+  Transport find_transport(std::string_view op, c10::DeviceType device, const std::string& name);
+
+ private:
   std::shared_ptr<Communicator> chunk_communicator(
       std::string_view op, c10::Device device, const std::string& tag, const Chunk& chunk,
       const Transport& transport);

@@ -105,8 +105,10 @@ void wait_pending(const at::Tensor& tensor) {
     reason = communicator.failure();
   }
   if (reason) {
-    TORCH_CHECK(false, "c10d_func.", pending->op, " failed on group (",
-                pending->group->describe(), "): ", *reason,
+    // A transport may have named the op and the group itself (shm does).
+    const std::string named = "c10d_func." + std::string(pending->op) + " failed on group (";
+    TORCH_CHECK(false, reason->rfind(named, 0) == 0 ? "" : named + pending->group->describe() + "): ",
+                *reason,
                 "\n(a member may have skipped this call, called collectives in another order, or ",
                 "died; the timeout is C10D_FUNC_TIMEOUT seconds)");
   }

@@ -56,6 +56,10 @@ void StagedReduction::finish(const at::Tensor& buffer, int64_t group_size) const
   }
 }
 
+bool staged_as_copy(c10::ScalarType dtype) {
+  return !c10::isComplexType(dtype) && wire_dtype(dtype) != dtype;
+}
+
 StagedReduction stage_reduction(const at::Tensor& buffer, ReduceOp reduce_op,
                                 bool transport_averages_floats) {
   StagedReduction staged;
@@ -63,7 +67,7 @@ StagedReduction stage_reduction(const at::Tensor& buffer, ReduceOp reduce_op,
   staged.wire_op = dtype == c10::kBool ? bool_wire_op(reduce_op) : reduce_op;
   if (c10::isComplexType(dtype)) {
     staged.wire = at::view_as_real(buffer); // shares storage: nothing to copy back
-  } else if (wire_dtype(dtype) != dtype) {
+  } else if (staged_as_copy(dtype)) {
     staged.wire = buffer.to(wire_dtype(dtype));
     staged.copy_back = true;
   } else {

@@ -24,4 +24,8 @@ struct StagedReduction {
 StagedReduction stage_reduction(const at::Tensor& buffer, ReduceOp reduce_op,
                                 bool transport_averages_floats);
 
+// True when reductions of `dtype` travel as a converted copy (bool, int16 and the unsigned types
+// wider than a byte), so the wire tensor is not the buffer itself.
+bool staged_as_copy(c10::ScalarType dtype);
+
 } // namespace c10d_func

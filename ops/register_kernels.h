@@ -1,7 +1,7 @@
 #pragma once
 // The list of operators, written once, and the registration of one kernel per operator for a
 // dispatch key: kernels/cpu and kernels/cuda register the device-generic kernels of
-// ops/collective_kernels, meta/ its own.
+// kernels/collective_kernels, meta/ its own.
 #include <torch/library.h>
 
 #define C10D_FUNC_FOR_EACH_OP(X)     \

@@ -20,7 +20,7 @@ class SoloCommunicator final : public Communicator {
   int64_t rank() const override { return 0; }
   int64_t size() const override { return 1; }
   std::string backend_name() const override { return "local"; }
-  bool reads_inputs_after_return() const override { return false; }
+  bool reads_inputs_after_return(int64_t) const override { return false; }
 
   Completion all_reduce(const at::Tensor&, ReduceOp) override { return completed(); }
   Completion all_gather(const at::Tensor& output, const at::Tensor& input) override {

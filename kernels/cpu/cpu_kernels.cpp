@@ -1,7 +1,8 @@
-// CPU kernels: the device-generic kernels (ops/collective_kernels) registered for the CPU key.
-// CPU tensors travel over the Gloo communicator (backend_communicator.cpp), built per chunk by
-// the factory the Python package installs, or over any group bound with register_group.
-#include "ops/collective_kernels.h"
+// CPU kernels: the device-generic kernels (kernels/collective_kernels) registered for the CPU key.
+// CPU tensors travel over shared memory between the processes of one host (kernels/cpu/shm), over
+// Gloo (kernels/cpu/gloo, built per chunk by the factory the Python package installs) across
+// hosts, or over any group bound with register_group.
+#include "kernels/collective_kernels.h"
 #include "ops/register_kernels.h"
 
 namespace c10d_func {

@@ -1,9 +1,9 @@
-// CUDA kernels: the device-generic kernels (ops/collective_kernels) registered for the CUDA key,
+// CUDA kernels: the device-generic kernels (kernels/collective_kernels) registered for the CUDA key,
 // and the NCCL transport registered as the CUDA default (Gloo is the alternative, see
 // c10d_func.set_transport and C10D_FUNC_CUDA_TRANSPORT).
-#include "kernels/cuda/nccl_communicator.h"
+#include "kernels/cuda/nccl/nccl_communicator.h"
 #include "ops/group_registry.h"
-#include "ops/collective_kernels.h"
+#include "kernels/collective_kernels.h"
 #include "ops/register_kernels.h"
 
 namespace c10d_func {

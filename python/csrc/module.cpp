@@ -6,7 +6,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/utils/pybind.h>
 
-#include "kernels/cpu/backend_communicator.h"
+#include "kernels/cpu/gloo/gloo_communicator.h"
 #include "ops/group_registry.h"
 #include "ops/pending_work.h"
 

@@ -26,9 +26,18 @@ def get_pool(world_size: int, env: dict[str, str] | None = None) -> WorkerPool:
     return pool
 
 
-@pytest.fixture(params=[2, 4], ids=["ws2", "ws4"])
+# The CPU transports every pooled multi-process test runs on: the default ("auto": shared memory
+# for ranks on one host) and Gloo.
+TRANSPORTS = {"shm": {}, "gloo": {"C10D_FUNC_CPU_TRANSPORT": "gloo"}}
+
+
+@pytest.fixture(
+    params=[(n, t) for t in TRANSPORTS for n in (2, 4)],
+    ids=[f"{t}-ws{n}" for t in TRANSPORTS for n in (2, 4)],
+)
 def pool(request: pytest.FixtureRequest) -> WorkerPool:
-    return get_pool(request.param)
+    world_size, transport = request.param
+    return get_pool(world_size, TRANSPORTS[transport] or None)
 
 
 @pytest.fixture

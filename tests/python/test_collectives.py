@@ -340,3 +340,17 @@ def test_gather_and_scatter(pool):
 
 def test_permute(pool):
     assert_no_failures(pool.run(body_permute))
+
+
+def body_transport_in_use(rank: int, world_size: int) -> list[str]:
+    import c10d_func
+
+    ranks = list(range(world_size))
+    ops.wait_tensor(ops.all_reduce(torch.ones(2), "sum", "which", ranks, world_size))
+    return [g["backend"] for g in c10d_func.groups() if g["tag"] == "which" and g["ranks"] == ranks]
+
+
+def test_the_pool_runs_on_its_transport(pool):
+    # The default CPU transport is shm for ranks on one host; the gloo pools choose Gloo.
+    expected = "gloo" if pool.env.get("C10D_FUNC_CPU_TRANSPORT") == "gloo" else "shm"
+    assert pool.run(body_transport_in_use) == [[expected]] * pool.world_size

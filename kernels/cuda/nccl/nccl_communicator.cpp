@@ -17,7 +17,7 @@
 //
 // NCCL has no bitwise reductions: band/bor/bxor (and bool xor) are an all-gather followed by a
 // local reduction on the communicator's stream: correct results, group_size times the traffic.
-#include "kernels/cuda/nccl_communicator.h"
+#include "kernels/cuda/nccl/nccl_communicator.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/Event.h>

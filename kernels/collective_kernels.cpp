@@ -6,7 +6,7 @@
 // it makes the current stream wait on the collective's event. kernels/cpu and kernels/cuda
 // register these functions for their dispatch keys.
 #include <ATen/ATen.h>
-#include "ops/collective_kernels.h"
+#include "kernels/collective_kernels.h"
 
 #include "ops/collective_call.h"
 #include "ops/pending_work.h"
@@ -58,8 +58,8 @@ at::Tensor all_reduce(
   constexpr std::string_view kOp = "all_reduce";
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
   CollectiveCall call(kOp, self, tag, ranks, group_size);
-  at::Tensor output = self.clone(at::MemoryFormat::Contiguous);
-  call.record(output, call.communicator().all_reduce(output, op));
+  at::Tensor output = at::empty_like(self, at::MemoryFormat::Contiguous);
+  call.record(output, call.communicator().all_reduce_into(output, self.contiguous(), op));
   return output;
 }
 
@@ -95,8 +95,8 @@ std::vector<at::Tensor> all_reduce_coalesced(
   }
   CollectiveCall call(kOp, self, tag, ranks, group_size);
   for (const auto& tensor : self) {
-    at::Tensor output = tensor.clone(at::MemoryFormat::Contiguous);
-    call.record(output, call.communicator().all_reduce(output, op));
+    at::Tensor output = at::empty_like(tensor, at::MemoryFormat::Contiguous);
+    call.record(output, call.communicator().all_reduce_into(output, tensor.contiguous(), op));
     outputs.push_back(std::move(output));
   }
   return outputs;
@@ -229,8 +229,8 @@ at::Tensor broadcast(
   check_group_shape(kOp, ranks, group_size);
   check_group_index(kOp, "src", src, group_size);
   CollectiveCall call(kOp, self, tag, ranks, group_size);
-  at::Tensor output = self.clone(at::MemoryFormat::Contiguous);
-  call.record(output, call.communicator().broadcast(output, src));
+  at::Tensor output = at::empty_like(self, at::MemoryFormat::Contiguous);
+  call.record(output, call.communicator().broadcast_into(output, self.contiguous(), src));
   return output;
 }
 

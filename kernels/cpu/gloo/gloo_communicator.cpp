@@ -5,7 +5,7 @@
 // every transport (ops/reduction_staging.h) and finished once the wire tensor is final.
 // Collectives that only move data never look at the dtype: they move rows of bytes, which is how
 // fp8, complex and bool travel on any backend.
-#include "kernels/cpu/backend_communicator.h"
+#include "kernels/cpu/gloo/gloo_communicator.h"
 #include "kernels/cpu/local_reduce.h"
 #include "ops/reduction_staging.h"
 
