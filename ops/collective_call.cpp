@@ -76,7 +76,7 @@ at::Tensor CollectiveCall::sendable(const at::Tensor& self) const {
   if (!owned.is_same(self) || !group_->communicator->reads_inputs_after_return(self.nbytes())) {
     return owned;
   }
-  return self.clone(at::MemoryFormat::Contiguous);
+  return group_->communicator->snapshot(self);
 }
 
 void CollectiveCall::record(const at::Tensor& output, const Completion& completion) const {

@@ -84,6 +84,12 @@ class Communicator {
   // a small shm collective): kernels then send the caller's tensor instead of a private copy.
   virtual bool reads_inputs_after_return(int64_t bytes) const { return true; }
 
+  // A private contiguous copy of `input` for a collective that reads it after returning. A
+  // transport may serve it from memory it reuses (fresh pages cost a fault each).
+  virtual at::Tensor snapshot(const at::Tensor& input) {
+    return input.clone(at::MemoryFormat::Contiguous);
+  }
+
   // A communicator for this member's part of a partition of all its members, made in one
   // collective call of every member (ncclCommSplit): `color` picks the part, `key` orders
   // members inside it. Transports that cannot split return nullptr.

@@ -329,7 +329,10 @@ def body_async_semantics(rank: int, world_size: int) -> dict[str, Any]:
     baseline = pending()
     out: dict[str, Any] = {}
 
-    y = funcol.all_reduce(make_input(rank, (4, 6), torch.float32, 1), "sum", everyone)
+    # Gloo, for an output that is certainly still pending when the op returns (a small shm
+    # collective may complete inside the call); what is checked here is the wrapper's behaviour.
+    c10d_func.set_transport("gloo", "cpu", tag="act")
+    y = funcol.all_reduce(make_input(rank, (4, 6), torch.float32, 1), "sum", everyone, "act")
     # Metadata and views do not wait: the collective stays pending, the views stay async.
     out["metadata"] = (
         tuple(y.shape),
@@ -369,25 +372,25 @@ def body_async_semantics(rank: int, world_size: int) -> dict[str, Any]:
     out["read results are plain"] = {type(r).__name__ for r in reads}
 
     # Printing waits; wait() gives a plain tensor; tolist / item / numpy / comparisons read.
-    z = funcol.all_reduce(make_input(rank, (4, 6), torch.float32, 1), "sum", everyone)
+    z = funcol.all_reduce(make_input(rank, (4, 6), torch.float32, 1), "sum", everyone, "act")
     text = repr(z)
     out["repr"] = (
         text.startswith("AsyncCollectiveTensor(tensor("),
         z.completed,
         pending() - baseline,
     )
-    out["str"] = str(funcol.broadcast(torch.full((2,), float(rank)), 0, everyone)).startswith(
+    out["str"] = str(funcol.broadcast(torch.full((2,), float(rank)), 0, everyone, "act")).startswith(
         "AsyncCollectiveTensor"
     )
-    w = funcol.all_reduce(make_input(rank, (4, 6), torch.float32, 1), "sum", everyone).wait()
+    w = funcol.all_reduce(make_input(rank, (4, 6), torch.float32, 1), "sum", everyone, "act").wait()
     out["wait"] = (type(w).__name__, mismatch(w, expected, exact=True))
-    s = funcol.all_reduce(torch.tensor([float(rank + 1)]), "sum", everyone)
+    s = funcol.all_reduce(torch.tensor([float(rank + 1)]), "sum", everyone, "act")
     out["item"] = s.item()
-    out["tolist"] = funcol.all_reduce(torch.tensor([1.0, 2.0]), "sum", everyone).tolist()
-    out["numpy"] = funcol.all_reduce(torch.tensor([1.0]), "sum", everyone).numpy().tolist()
-    out["eq"] = bool((funcol.all_reduce(torch.ones(3), "sum", everyone) == world_size).all())
+    out["tolist"] = funcol.all_reduce(torch.tensor([1.0, 2.0]), "sum", everyone, "act").tolist()
+    out["numpy"] = funcol.all_reduce(torch.tensor([1.0]), "sum", everyone, "act").numpy().tolist()
+    out["eq"] = bool((funcol.all_reduce(torch.ones(3), "sum", everyone, "act") == world_size).all())
     out["explicit wait_tensor"] = type(
-        funcol.wait_tensor(funcol.all_reduce(torch.ones(1), "sum", everyone))
+        funcol.wait_tensor(funcol.all_reduce(torch.ones(1), "sum", everyone, "act"))
     ).__name__
     out["pending at end"] = pending() - baseline
     return out

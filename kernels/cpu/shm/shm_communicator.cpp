@@ -37,6 +37,7 @@
 #include "kernels/cpu/shm/shm_segment.h"
 #include "ops/reduction_staging.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -195,6 +196,72 @@ void reduce_into(void* dst, const std::vector<const char*>& sources, int64_t cou
   }
 }
 
+// Private copies of inputs for queued collectives, from buffers that are kept and reused: on hosts
+// where a page fault is expensive, a fresh allocation per large collective costs more than the
+// collective. At most kKeep buffers are kept; a copy's buffer returns when its tensor dies.
+class SnapshotPool : public std::enable_shared_from_this<SnapshotPool> {
+ public:
+  at::Tensor copy_of(const at::Tensor& input) {
+    const size_t bytes = std::max<size_t>(nbytes(input), 1);
+    auto [data, capacity] = take(bytes);
+    auto self = shared_from_this();
+    at::Tensor copy = at::from_blob(
+        data, input.sizes(),
+        [self, data, capacity = capacity](void*) { self->give_back(data, capacity); },
+        input.options().memory_format(at::MemoryFormat::Contiguous));
+    copy.copy_(input);
+    return copy;
+  }
+
+  ~SnapshotPool() {
+    for (auto& [capacity, data] : free_) {
+      std::free(data);
+    }
+  }
+
+ private:
+  static constexpr size_t kKeep = 4;
+
+  std::pair<void*, size_t> take(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto best = free_.end();
+      for (auto it = free_.begin(); it != free_.end(); ++it) {
+        if (it->first >= bytes && (best == free_.end() || it->first < best->first)) {
+          best = it;
+        }
+      }
+      if (best != free_.end()) {
+        auto found = std::make_pair(best->second, best->first);
+        free_.erase(best);
+        return found;
+      }
+    }
+    const size_t capacity = round_up(bytes, kAlign);
+    void* data = std::aligned_alloc(kAlign, capacity);
+    TORCH_CHECK(data != nullptr, "c10d_func shm: out of memory for a ", capacity, "-byte copy");
+    return {data, capacity};
+  }
+
+  void give_back(void* data, size_t capacity) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_.size() < kKeep) {
+      free_.emplace_back(capacity, data);
+      return;
+    }
+    auto smallest = std::min_element(free_.begin(), free_.end());
+    if (smallest->first < capacity) { // keep the larger buffers: they serve more requests
+      std::free(smallest->second);
+      *smallest = {capacity, data};
+    } else {
+      std::free(data);
+    }
+  }
+
+  std::mutex mutex_;
+  std::vector<std::pair<size_t, void*>> free_; // (capacity, data)
+};
+
 class ShmCommunicator final : public Communicator {
  public:
   ShmCommunicator(SharedSegment segment, const Rendezvous& rendezvous)
@@ -232,6 +299,10 @@ class ShmCommunicator final : public Communicator {
     return !can_run_inline(static_cast<size_t>(bytes));
   }
 
+  at::Tensor snapshot(const at::Tensor& input) override {
+    return snapshots_->copy_of(input);
+  }
+
   Completion all_reduce(const at::Tensor& buffer, ReduceOp reduce_op) override {
     return all_reduce_into(buffer, buffer, reduce_op);
   }
@@ -243,7 +314,7 @@ class ShmCommunicator final : public Communicator {
       return completed();
     }
     const bool in_call = can_run_inline(nbytes(output));
-    at::Tensor source = in_call || input.is_same(output) ? input : input.clone();
+    at::Tensor source = in_call || input.is_same(output) ? input : snapshot(input);
     const bool converts = staged_as_copy(output.scalar_type());
     return submit("all_reduce", nbytes(output), [this, output, source, reduce_op, converts] {
       at::AutoDispatchBelowADInplaceOrView below;
@@ -392,7 +463,7 @@ class ShmCommunicator final : public Communicator {
     }
     const bool in_call = can_run_inline(nbytes(output));
     at::Tensor source =
-        rank_ != root || in_call || input.is_same(output) ? input : input.clone();
+        rank_ != root || in_call || input.is_same(output) ? input : snapshot(input);
     return submit("broadcast", nbytes(output), [this, output, source, root] {
       const size_t total = nbytes(output);
       begin(OpCode::kBroadcast, total * 131 + static_cast<uint64_t>(root));
@@ -677,6 +748,7 @@ class ShmCommunicator final : public Communicator {
   std::chrono::milliseconds timeout_;
   size_t chunk_ = 0;
   char* data_ = nullptr;
+  std::shared_ptr<SnapshotPool> snapshots_ = std::make_shared<SnapshotPool>();
 
   // Touched only by the thread running collectives (one at a time, in issue order).
   uint64_t steps_ = 0;
