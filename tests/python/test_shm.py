@@ -141,3 +141,72 @@ def test_members_in_different_collectives_fail_instead_of_mixing_data():
         pool.close()
     for message in messages:
         assert "the members are in different collectives" in message, message
+
+
+SMALL_CHUNKS = {"C10D_FUNC_SHM_CHUNK_BYTES": "131072"}  # 128 KiB slots: many chunks, sliced reductions
+
+
+def member_input(member: int, n: int, dtype: torch.dtype) -> torch.Tensor:
+    values = (torch.arange(n, dtype=torch.int64) * (member + 3) + member) % 97
+    return values.to(dtype)
+
+
+def body_large_messages(rank: int, world_size: int) -> list[str]:
+    """Every op on messages spanning many slots (the sliced reduction included), checked against
+    references computed from every member's known input."""
+    ranks = list(range(world_size))
+    n = world_size * 40000 + 8  # not a multiple of a slot, of the members or of a slice
+    rows = n // world_size
+    failures = []
+
+    def check(what, got, want):
+        if not torch.equal(got, want):
+            bad = (got != want).nonzero()[:3].flatten()
+            failures.append(f"{what}: mismatch at {bad.tolist()}: {got[bad].tolist()} vs {want[bad].tolist()}")
+
+    for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.int32, torch.int16, torch.uint8):
+        xs = [member_input(m, n, dtype) for m in ranks]
+        wide = [x.to(torch.float64) for x in xs]
+        for op in ("sum", "max", "min"):
+            want = {"sum": sum(wide), "max": torch.stack(wide).amax(0), "min": torch.stack(wide).amin(0)}[op]
+            got = ops.wait_tensor(ops.all_reduce(xs[rank], op, "big", ranks, world_size))
+            check(f"all_reduce {op} {dtype}", got.to(torch.float64), want.to(dtype).to(torch.float64))
+        scattered = ops.wait_tensor(ops.reduce_scatter_tensor(xs[rank][: rows * world_size], "sum", "big", ranks, world_size))
+        want = sum(w[: rows * world_size] for w in wide).to(dtype).chunk(world_size)[rank]
+        check(f"reduce_scatter {dtype}", scattered, want)
+    x = member_input(rank, n, torch.float32)
+    inplace = x.clone()
+    ops.all_reduce_(inplace, "sum", "big", ranks, world_size)
+    check("all_reduce_ in place", ops.wait_tensor(inplace), sum(member_input(m, n, torch.float32) for m in ranks))
+    check("all_gather", ops.wait_tensor(ops.all_gather_into_tensor(x, "big", ranks, world_size)),
+          torch.cat([member_input(m, n, torch.float32) for m in ranks]))
+    check("broadcast", ops.wait_tensor(ops.broadcast(x, world_size - 1, "big", ranks, world_size)),
+          member_input(world_size - 1, n, torch.float32))
+    gathered = ops.wait_tensor(ops.gather(x, 0, "big", ranks, world_size))
+    if rank == 0:
+        check("gather", gathered, torch.cat([member_input(m, n, torch.float32) for m in ranks]))
+    source = member_input(1, n * world_size, torch.float32)
+    check("scatter", ops.wait_tensor(ops.scatter(source if rank == 1 else torch.zeros_like(source), 1, "big", ranks, world_size)),
+          source.chunk(world_size)[rank])
+    # Uneven all_to_all: member s sends (s + d + 1) * 1500 rows of 2 to member d.
+    def sent(s, d):
+        return (s + d + 1) * 1500
+    def block(s, d):
+        start = sum(sent(s, k) for k in range(d))
+        return member_input(s, 2 * sum(sent(s, k) for k in ranks), torch.float32).view(-1, 2)[start : start + sent(s, d)]
+    mine = member_input(rank, 2 * sum(sent(rank, k) for k in ranks), torch.float32).view(-1, 2)
+    got = ops.wait_tensor(ops.all_to_all_single(mine, [sent(s, rank) for s in ranks], [sent(rank, d) for d in ranks], "big", ranks, world_size))
+    check("all_to_all uneven", got, torch.cat([block(s, rank) for s in ranks]))
+    backends = {g["backend"] for g in c10d_func.groups() if g["tag"] == "big"}
+    if backends != {"shm"}:
+        failures.append(f"ran on {backends}")
+    return failures
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_large_messages_stream_through_many_chunks(world_size):
+    from conftest import get_pool
+
+    results = get_pool(world_size, SMALL_CHUNKS).run(body_large_messages, timeout=170)
+    failures = [f"rank {r}: {f}" for r, fs in enumerate(results) for f in fs]
+    assert not failures, "\n".join(failures[:20])

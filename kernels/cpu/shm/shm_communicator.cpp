@@ -152,10 +152,16 @@ char* bytes_of(const at::Tensor& tensor) {
 }
 
 // dst = reduction over `sources` (count elements of `dtype` each). ATen's kernels are vectorised.
-void reduce_into(void* dst, const std::vector<const char*>& sources, int64_t count,
+// `dst` may be one of the sources (an in-place reduction): that one is folded in first, before
+// anything is written to it.
+void reduce_into(void* dst, std::vector<const char*> sources, int64_t count,
                  c10::ScalarType dtype, ReduceOp op) {
   if (count == 0) {
     return;
+  }
+  const auto aliased = std::find(sources.begin(), sources.end(), static_cast<const char*>(dst));
+  if (aliased != sources.end()) {
+    std::iter_swap(sources.begin(), aliased);
   }
   const auto options = at::TensorOptions().dtype(dtype);
   at::Tensor out = at::from_blob(dst, {count}, options);
@@ -557,30 +563,46 @@ class ShmCommunicator final : public Communicator {
     const size_t total = nbytes(output);
     begin(OpCode::kAllReduce, total * 131 + static_cast<uint64_t>(dtype));
     const size_t step = chunk_ / element * element;
+    std::vector<const char*> sources(size_);
     for (size_t off = 0; off < total; off += step) {
       const size_t len = std::min(step, total - off);
       const int set = next_set();
-      std::memcpy(slot(set, rank_), bytes_of(input) + off, len);
-      barrier("all_reduce");
-      std::vector<const char*> sources(size_);
+      const char* in = bytes_of(input) + off;
+      char* out = bytes_of(output) + off;
       if (len <= kWholeReduceBytes) {
+        std::memcpy(slot(set, rank_), in, len);
+        barrier("all_reduce");
         for (int64_t m = 0; m < size_; ++m) {
           sources[m] = slot(set, m);
         }
-        reduce_into(bytes_of(output) + off, sources, static_cast<int64_t>(len / element), dtype, op);
+        reduce_into(out, sources, static_cast<int64_t>(len / element), dtype, op);
         continue;
       }
-      // Member i reduces slice i of the chunk into the result slot; then all copy it out.
+      // Member i reduces slice i. It publishes only the slices the others reduce, reads its own
+      // from its input, writes its reduced slice to its output and to the result slot, and after
+      // the second barrier copies the others' reduced slices out: about 4.5 bytes of memory
+      // traffic per byte reduced for two members, against 5.5 when every member publishes all.
       const size_t count = len / element;
-      const size_t lo = count * rank_ / size_ * element;
-      const size_t hi = count * (rank_ + 1) / size_ * element;
+      const auto lo = [&](int64_t m) { return count * m / size_ * element; };
       for (int64_t m = 0; m < size_; ++m) {
-        sources[m] = slot(set, m) + lo;
+        if (m != rank_) {
+          std::memcpy(slot(set, rank_) + lo(m), in + lo(m), lo(m + 1) - lo(m));
+        }
       }
-      reduce_into(result_slot(set) + lo, sources, static_cast<int64_t>((hi - lo) / element), dtype,
-                  op);
       barrier("all_reduce");
-      std::memcpy(bytes_of(output) + off, result_slot(set), len);
+      const size_t mine = lo(rank_);
+      const size_t mine_bytes = lo(rank_ + 1) - mine;
+      for (int64_t m = 0; m < size_; ++m) {
+        sources[m] = m == rank_ ? in + mine : slot(set, m) + mine;
+      }
+      reduce_into(out + mine, sources, static_cast<int64_t>(mine_bytes / element), dtype, op);
+      std::memcpy(result_slot(set) + mine, out + mine, mine_bytes);
+      barrier("all_reduce");
+      for (int64_t m = 0; m < size_; ++m) {
+        if (m != rank_) {
+          std::memcpy(out + lo(m), result_slot(set) + lo(m), lo(m + 1) - lo(m));
+        }
+      }
     }
   }
 
