@@ -57,9 +57,12 @@ def install() -> None:
 def set_transport(transport: str, device: str = "cuda", tag: str | None = None) -> None:
     """Chooses the transport of `device` tensors: for one tag, or for every tag without a choice.
 
-    CUDA: "nccl" (default, when built with CUDA) or "gloo"; CPU: "gloo". The environment
-    variable C10D_FUNC_CUDA_TRANSPORT sets the CUDA default without code. A group's communicator
-    is made on first use, so choose before a tag's first collective.
+    CPU: "auto" (default: "shm" when every member of a group is on this host, else "gloo"),
+    "shm" or "gloo". CUDA: "nccl" (default, when built with CUDA) or "gloo". The environment
+    variables C10D_FUNC_CPU_TRANSPORT and C10D_FUNC_CUDA_TRANSPORT set the defaults without code.
+    A transport chosen for a tag also serves groups of one member of that tag, which otherwise
+    take a local copy. A group's communicator is made on first use, so choose before a tag's
+    first collective.
     """
     _C.select_transport(device, transport, tag or "")
 

@@ -68,6 +68,15 @@ def test_exit_with_collectives_in_flight_is_clean(world_size):
 # ------------------------------------------------------------------ threads
 
 
+def run_threads(work, threads: int) -> None:
+    """work(i) on `threads` threads of this rank at once; returns when all are done."""
+    pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+
+
 def body_threads_first_use(rank: int, world_size: int, run: str, threads: int):
     """`threads` threads per rank, each making the first collective of its own tag at the same
     moment, then a few more on it."""
@@ -88,11 +97,7 @@ def body_threads_first_use(rank: int, world_size: int, run: str, threads: int):
         except BaseException as error:  # noqa: BLE001 - reported to the test
             errors.append(f"thread {i}: {error}")
 
-    pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
+    run_threads(work, threads)
     return results, errors
 
 
@@ -236,11 +241,7 @@ def body_stress(rank: int, world_size: int, run: str, threads: int, steps: int):
         except BaseException as error:  # noqa: BLE001 - reported to the test
             errors.append(f"thread {thread}: {type(error).__name__}: {error}")
 
-    pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
+    run_threads(work, threads)
     return errors
 
 

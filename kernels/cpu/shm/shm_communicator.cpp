@@ -429,6 +429,9 @@ class ShmCommunicator final : public Communicator {
         rounds = std::max({rounds, (send[m] + piece - 1) / piece, (recv[m] + piece - 1) / piece});
       }
       begin(OpCode::kAllToAll, 0);
+      // What a member sends itself is copied directly, not through the segment.
+      std::memcpy(bytes_of(output) + recv_at[rank_], bytes_of(input) + send_at[rank_],
+                  std::min(send[rank_], recv[rank_]));
       // Members know only their own sends and receives: agree on the number of rounds.
       const int parity = static_cast<int>(collectives_ & 1);
       control(rank_).value[parity].store(static_cast<int64_t>(rounds), std::memory_order_relaxed);
@@ -441,14 +444,14 @@ class ShmCommunicator final : public Communicator {
         const size_t off = round * piece;
         const int set = next_set();
         for (int64_t m = 0; m < size_; ++m) {
-          if (off < send[m]) {
+          if (m != rank_ && off < send[m]) {
             std::memcpy(slot(set, rank_) + m * piece, bytes_of(input) + send_at[m] + off,
                         std::min(piece, send[m] - off));
           }
         }
         barrier("all_to_all");
         for (int64_t m = 0; m < size_; ++m) {
-          if (off < recv[m]) {
+          if (m != rank_ && off < recv[m]) {
             std::memcpy(bytes_of(output) + recv_at[m] + off, slot(set, m) + rank_ * piece,
                         std::min(piece, recv[m] - off));
           }
