@@ -19,8 +19,8 @@ restore() {
 }
 trap restore EXIT
 
-echo "sanitize.sh: building with -fsanitize=$kind into build/$kind"
-C10D_FUNC_SANITIZE="$kind" C10D_FUNC_BUILD_TESTS=OFF \
+echo "sanitize.sh: building with -fsanitize=$kind into build/$kind (CPU kernels only)"
+C10D_FUNC_SANITIZE="$kind" C10D_FUNC_BUILD_TESTS=OFF C10D_FUNC_WITH_CUDA=OFF \
   pip install -q --no-build-isolation -e . -Cbuild-dir="build/$kind"
 
 runtime="$(g++ -print-file-name="$([[ $kind == address ]] && echo libasan.so || echo libtsan.so)")"

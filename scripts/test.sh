@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # README command (2): installs and builds (scripts/install.sh), then runs every test: the
-# GoogleTest suite through ctest, and the pytest suite (real multi-process runs over Gloo).
+# GoogleTest suite through ctest, and the pytest suite (real multi-process runs over shm and Gloo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
