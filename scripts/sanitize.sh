@@ -19,8 +19,8 @@ restore() {
 }
 trap restore EXIT
 
-echo "sanitize.sh: building with -fsanitize=$kind into build/$kind (CPU kernels only)"
-C10D_FUNC_SANITIZE="$kind" C10D_FUNC_BUILD_TESTS=OFF C10D_FUNC_WITH_CUDA=OFF \
+echo "sanitize.sh: building with -fsanitize=$kind into build/$kind"
+C10D_FUNC_SANITIZE="$kind" C10D_FUNC_BUILD_TESTS=OFF \
   pip install -q --no-build-isolation -e . -Cbuild-dir="build/$kind"
 
 runtime="$(g++ -print-file-name="$([[ $kind == address ]] && echo libasan.so || echo libtsan.so)")"
@@ -37,5 +37,8 @@ tests=("$@")
 if ((${#tests[@]} == 0)); then
   tests=(tests/python/test_collectives.py tests/python/test_world.py tests/python/test_reliability.py)
 fi
-# The workers inherit LD_PRELOAD; the timeout stays generous for the slower instrumented code.
-LD_PRELOAD="$runtime" C10D_FUNC_TIMEOUT=120 python -m pytest -q -p no:cacheprovider "${tests[@]}"
+# The workers inherit LD_PRELOAD. libstdc++ is preloaded too: the sanitizer's exception
+# interceptors must find it at start-up, before torch loads it. The timeout stays generous for
+# the slower instrumented code.
+LD_PRELOAD="$runtime $(g++ -print-file-name=libstdc++.so)" C10D_FUNC_TIMEOUT=120 \
+  python -m pytest -q -p no:cacheprovider "${tests[@]}"
