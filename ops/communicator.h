@@ -92,7 +92,8 @@ class Communicator {
 
   // A communicator for this member's part of a partition of all its members, made in one
   // collective call of every member (ncclCommSplit): `color` picks the part, `key` orders
-  // members inside it. Transports that cannot split return nullptr.
+  // members inside it; a negative color takes part in the call but in no part (nullptr).
+  // Transports that cannot split return nullptr without communicating.
   virtual std::shared_ptr<Communicator> split(int64_t color, int64_t key) { return nullptr; }
 
   // A collective that failed leaves the members out of step; later calls must not reuse it.

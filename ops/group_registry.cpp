@@ -417,17 +417,26 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(
   rendezvous.group = "tag='" + tag + "', chunk " + chunk.describe();
   rendezvous.timeout = collective_timeout();
   rendezvous.device = device;
+  slot->communicator = form_communicator(op, transport, rendezvous);
+  slot->origin = "created";
+  std::lock_guard<std::mutex> lock(impl().mutex);
+  impl().generations[key] = generation + 1;
+  return slot->communicator;
+}
+
+std::shared_ptr<Communicator> form_communicator(std::string_view op, const Transport& transport,
+                                                const Rendezvous& rendezvous) {
   // Each member announces itself first, so a rendezvous that times out can name who is missing.
   const auto arrived = [](int64_t index) { return "arrived/" + std::to_string(index); };
-  rendezvous.store->set(arrived(chunk.index), std::vector<uint8_t>{1});
+  rendezvous.store->set(arrived(rendezvous.rank), std::vector<uint8_t>{1});
   try {
-    slot->communicator = transport.factory(rendezvous);
+    return transport.factory(rendezvous);
   } catch (const std::exception& error) {
     std::vector<int64_t> missing;
     try {
-      for (int64_t i = 0; i < chunk.size(); ++i) {
+      for (int64_t i = 0; i < rendezvous.size; ++i) {
         if (!rendezvous.store->check({arrived(i)})) {
-          missing.push_back(chunk.members[i]);
+          missing.push_back(rendezvous.members.at(i));
         }
       }
     } catch (const std::exception&) {
@@ -435,7 +444,7 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(
     }
     std::ostringstream why;
     why << "c10d_func." << op << ": could not form the " << transport.name << " communicator on "
-        << device << " for tag='" << tag << "', chunk " << chunk.describe() << " within "
+        << rendezvous.device << " for " << rendezvous.group << " within "
         << rendezvous.timeout.count() / 1000.0 << " s";
     if (!missing.empty()) {
       why << "; ranks " << format_ranks(missing) << " never arrived";
@@ -443,10 +452,6 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(
     why << ": " << error.what();
     TORCH_CHECK(false, why.str());
   }
-  slot->origin = "created";
-  std::lock_guard<std::mutex> lock(impl().mutex);
-  impl().generations[key] = generation + 1;
-  return slot->communicator;
 }
 
 void GroupRegistry::register_communicator(

@@ -75,6 +75,12 @@ struct GroupInfo {
   std::optional<std::string> failure;
 };
 
+// Forms a communicator of `transport` among the members of `rendezvous` (its store already
+// prefixed for this group). Each member announces itself first, so a rendezvous that fails names
+// the members that never arrived, with `op` and `rendezvous.group`.
+std::shared_ptr<Communicator> form_communicator(std::string_view op, const Transport& transport,
+                                                const Rendezvous& rendezvous);
+
 class GroupRegistry {
  public:
   static GroupRegistry& instance();
@@ -128,9 +134,11 @@ class GroupRegistry {
       c10::Device device,
       const GroupSpec& spec,
       const Chunk& chunk);
-  Transport transport_for(std::string_view op, c10::DeviceType device, const std::string& tag);
 
  public:
+  // The transport serving `device` for `tag` (see select_transport); raises, naming `op`, when
+  // the chosen one does not exist.
+  Transport transport_for(std::string_view op, c10::DeviceType device, const std::string& tag);
   // The transport `name` of `device`; raises, naming `op`, when there is none.
   Transport find_transport(std::string_view op, c10::DeviceType device, const std::string& name);
 

@@ -7,18 +7,24 @@ to import it or to trace programs that use it.
 The package is a drop-in for torch.distributed._functional_collectives: ``import c10d_func as
 funcol`` gives the same functions (`all_reduce`, `all_gather_tensor`, …, `wait_tensor`,
 `AsyncCollectiveTensor`), plus `gather`, `scatter` and `reduce`; see `c10d_func.functional`.
+
+Importing it also registers the torch.distributed backend ``"c10d_func"``
+(``dist.init_process_group("c10d_func")``), whose groups run on the same transports, and
+`split_group` makes many such groups in one call.
 """
 
 from __future__ import annotations
 
 import torch  # noqa: F401  (loads libtorch before the native library that links it)
 
-from . import _C, _compile, _registry  # noqa: F401  (loading _C registers torch.ops.c10d_func)
+from . import _C, _backend, _compile, _registry  # noqa: F401  (loading _C registers torch.ops.c10d_func)
+from ._backend import split_group
 from ._registry import groups, init, register_group, set_transport, shutdown, world
 from . import functional
 from .functional import *  # noqa: F403  (the drop-in API; its names are in functional.__all__)
 
 _registry.install()
+_backend.install()
 _compile.install()
 
 __all__ = [
@@ -28,5 +34,6 @@ __all__ = [
     "register_group",
     "set_transport",
     "shutdown",
+    "split_group",
     "world",
 ]

@@ -7,6 +7,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "kernels/cpu/gloo/gloo_communicator.h"
+#include "ops/backend/func_backend.h"
 #include "ops/group_registry.h"
 #include "ops/pending_work.h"
 
@@ -64,6 +65,48 @@ void add_backend_transport(const std::string& device, const std::string& name, p
   GroupRegistry::instance().add_transport(parse_device(device), std::move(transport));
 }
 
+// Binds `backend` for `device` under `tag`. A c10d_func backend lends its own communicators, so
+// the functional ops and the group share them; any other backend is called through its methods.
+void register_backend(c10::intrusive_ptr<c10d::Backend> backend, const std::string& device,
+                      const std::string& tag, std::vector<int64_t> ranks) {
+  auto& registry = GroupRegistry::instance();
+  const c10::DeviceType type = parse_device(device);
+  if (FuncBackend* own = as_func_backend(backend)) {
+    for (auto& [formed_on, communicator] : own->communicators()) {
+      if (formed_on.type() == type) {
+        registry.register_communicator(type, tag, ranks, communicator);
+      }
+    }
+    return; // a device not formed yet is registered by the backend when it forms it
+  }
+  registry.register_communicator(type, tag, std::move(ranks), make_backend_communicator(backend));
+}
+
+c10::intrusive_ptr<c10d::Backend> create_backend(c10::intrusive_ptr<c10d::Store> store,
+                                                 int64_t rank, int64_t size,
+                                                 double timeout_seconds, std::string name,
+                                                 std::vector<int64_t> members) {
+  FuncBackendOptions options;
+  options.store = std::move(store);
+  options.rank = rank;
+  options.size = size;
+  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000.0));
+  options.name = std::move(name);
+  options.members = std::move(members);
+  return c10::make_intrusive<FuncBackend>(std::move(options));
+}
+
+void split_backend(c10::intrusive_ptr<c10d::Backend> parent,
+                   std::optional<c10::intrusive_ptr<c10d::Backend>> child, int64_t color,
+                   int64_t key) {
+  FuncBackend* own_parent = as_func_backend(parent);
+  if (!own_parent) {
+    return; // another backend's communicators cannot be split here; the child forms its own
+  }
+  FuncBackend* own_child = child ? as_func_backend(*child) : nullptr;
+  split_device_communicators(*own_parent, own_child, color, key);
+}
+
 py::list groups() {
   py::list out;
   for (const auto& info : GroupRegistry::instance().groups()) {
@@ -113,14 +156,19 @@ PYBIND11_MODULE(_C, m) {
         GroupRegistry::instance().select_transport(parse_device(device), tag, name);
       },
       py::arg("device"), py::arg("name"), py::arg("tag") = "");
-  m.def(
-      "register_backend",
-      [](c10::intrusive_ptr<c10d::Backend> backend, const std::string& device,
-         const std::string& tag, std::vector<int64_t> ranks) {
-        GroupRegistry::instance().register_communicator(
-            parse_device(device), tag, std::move(ranks), make_backend_communicator(backend));
-      },
-      py::arg("backend"), py::arg("device"), py::arg("tag"), py::arg("ranks"));
+  m.def("register_backend", &register_backend, py::arg("backend"), py::arg("device"),
+        py::arg("tag"), py::arg("ranks"));
+  m.def("create_backend", &create_backend, py::call_guard<py::gil_scoped_release>(),
+        py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_seconds"),
+        py::arg("name"), py::arg("members"),
+        "The c10d_func torch.distributed backend of one group; forms its CPU communicator "
+        "among the group's members.");
+  m.def("split_backend", &split_backend, py::call_guard<py::gil_scoped_release>(),
+        py::arg("parent"), py::arg("child"), py::arg("color"), py::arg("key"),
+        "split_group's device step: splits the parent's device communicators (ncclCommSplit).");
+  m.def("is_func_backend", [](c10::intrusive_ptr<c10d::Backend> backend) {
+    return as_func_backend(backend) != nullptr;
+  });
   m.def("groups", &groups);
   m.def("world", &world);
   m.def(

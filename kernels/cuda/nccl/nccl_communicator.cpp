@@ -354,8 +354,13 @@ class NcclCommunicator final : public Communicator,
     config.blocking = 0;
     ncclComm_t child = nullptr;
     const auto deadline = Clock::now() + timeout_;
-    check(ncclCommSplit(comm_, static_cast<int>(color), static_cast<int>(key), &child, &config),
-          comm_, deadline, "ncclCommSplit");
+    // A negative color: this member joins the split call but no part of it.
+    const int nccl_color = color < 0 ? NCCL_SPLIT_NOCOLOR : static_cast<int>(color);
+    check(ncclCommSplit(comm_, nccl_color, static_cast<int>(key), &child, &config), comm_,
+          deadline, "ncclCommSplit");
+    if (color < 0) {
+      return nullptr;
+    }
     TORCH_CHECK(child != nullptr, "c10d_func: ncclCommSplit gave no communicator for color ",
                 color);
     wait_until_ready(child, deadline, "ncclCommSplit");

@@ -1,0 +1,580 @@
+"""c10d_func as a torch.distributed backend (ops/backend, python/c10d_func/_backend.py).
+
+Each pool's ranks call dist.init_process_group with the backend string under test once, at start;
+every test then runs classic torch.distributed code on that default group (and on groups made
+from it) and compares each result with a reference computed from every rank's known input.
+Pools: backend "c10d_func" on its default CPU transport (shm on one host) and
+"cpu:c10d_func,cuda:nccl" (cuda:gloo without a GPU) with the CPU transport forced to Gloo, at 2
+and 4 ranks. The CUDA side of the backend is in test_cuda.py.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import c10d_func
+import pytest
+import torch
+import torch.distributed as dist
+from reference import REDUCE_OPS, make_input, mismatch, reduce_allowed, reduce_reference
+from worker_pool import WorkerPool
+
+# The mixed form names NCCL for CUDA where there is a GPU; torch's ProcessGroupNCCL refuses to
+# exist without one, so a CPU-only machine tests the same mixed string with Gloo for CUDA.
+MIXED = "cpu:c10d_func,cuda:nccl" if torch.cuda.is_available() else "cpu:c10d_func,cuda:gloo"
+BACKENDS = {
+    "c10d_func": {},
+    MIXED: {"C10D_FUNC_CPU_TRANSPORT": "gloo"},
+}
+DIST_OPS = {
+    "sum": dist.ReduceOp.SUM,
+    "avg": dist.ReduceOp.AVG,
+    "product": dist.ReduceOp.PRODUCT,
+    "min": dist.ReduceOp.MIN,
+    "max": dist.ReduceOp.MAX,
+    "band": dist.ReduceOp.BAND,
+    "bor": dist.ReduceOp.BOR,
+    "bxor": dist.ReduceOp.BXOR,
+}
+DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int64, torch.bool,
+          torch.complex64]
+
+
+def setup_backend_world(rank: int, world_size: int) -> None:
+    import os
+
+    dist.init_process_group(os.environ["C10D_FUNC_TEST_BACKEND"], rank=rank, world_size=world_size)
+
+
+@pytest.fixture(
+    scope="module",
+    params=[(b, n) for b in BACKENDS for n in (2, 4)],
+    ids=[f"{b}-ws{n}" for b in BACKENDS for n in (2, 4)],
+)
+def backend_pool(request: pytest.FixtureRequest) -> Iterator[WorkerPool]:
+    backend, world_size = request.param
+    env = {
+        "C10D_FUNC_TEST_SETUP": "test_backend:setup_backend_world",
+        "C10D_FUNC_TEST_BACKEND": backend,
+        **BACKENDS[backend],
+    }
+    pool = WorkerPool(world_size, env=env)
+    yield pool
+    pool.close()
+
+
+def inputs(world_size: int, shape: tuple[int, ...], dtype: torch.dtype, salt: int) -> list[torch.Tensor]:
+    """Every rank's input of a call, known to every rank without communication."""
+    return [make_input(r, shape, dtype, salt) for r in range(world_size)]
+
+
+class Check:
+    """Collects mismatches of one rank instead of stopping at the first."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+        self.failures: list[str] = []
+
+    def same(self, what: str, out: torch.Tensor, expected: torch.Tensor, exact: bool = True) -> None:
+        problem = mismatch(out, expected, exact)
+        if problem:
+            self.failures.append(f"rank {self.rank} {what}: {problem}")
+
+    def true(self, what: str, condition: bool) -> None:
+        if not condition:
+            self.failures.append(f"rank {self.rank} {what}")
+
+
+def assert_no_failures(results: list[list[str]]) -> None:
+    failures = [f for r in results for f in r]
+    assert not failures, "\n".join(failures[:30])
+
+
+# ------------------------------------------------------------------ every collective of the table
+
+
+def body_reductions(rank: int, world_size: int) -> list[str]:
+    check = Check(rank)
+    salt = 0
+    for dtype in DTYPES:
+        for name in REDUCE_OPS:
+            if not reduce_allowed(name, dtype):
+                continue
+            salt += 1
+            every = inputs(world_size, (3, 5), dtype, salt)
+            # avg of integers truncates, as NCCL's does; the reference sums and divides likewise.
+            expected = reduce_reference(every, name)
+            exact = not (name == "avg" and dtype.is_floating_point)
+            t = every[rank].clone()
+            dist.all_reduce(t, op=DIST_OPS[name])
+            check.same(f"all_reduce {name} {dtype}", t, expected, exact)
+            root = salt % world_size
+            t = every[rank].clone()
+            dist.reduce(t, dst=root, op=DIST_OPS[name])
+            if rank == root:
+                check.same(f"reduce {name} {dtype} root {root}", t, expected, exact)
+            else:
+                check.same(f"reduce {name} {dtype}: non-root tensor unchanged", t, every[rank])
+            if dtype != torch.bool:
+                big = inputs(world_size, (world_size * 2, 3), dtype, salt + 1000)
+                out = torch.empty(2, 3, dtype=dtype)
+                dist.reduce_scatter_tensor(out, big[rank].clone(), op=DIST_OPS[name])
+                whole = reduce_reference(big, name)
+                check.same(f"reduce_scatter_tensor {name} {dtype}", out,
+                           whole[2 * rank: 2 * rank + 2], exact)
+                out = torch.empty(2, 3, dtype=dtype)
+                dist.reduce_scatter(out, list(big[rank].clone().chunk(world_size)), op=DIST_OPS[name])
+                check.same(f"reduce_scatter {name} {dtype}", out, whole[2 * rank: 2 * rank + 2], exact)
+    # PREMUL_SUM: every contribution scaled by the factor, then summed.
+    every = inputs(world_size, (4,), torch.float32, 99)
+    t = every[rank].clone()
+    dist.all_reduce(t, op=dist._make_nccl_premul_sum(0.5))
+    check.same("all_reduce premul_sum", t, sum(every) * 0.5)
+    t = every[rank].clone()
+    dist.all_reduce(t, op=dist._make_nccl_premul_sum(torch.tensor([2.0])))
+    check.same("all_reduce premul_sum (tensor factor)", t, sum(every) * 2.0)
+    # all_reduce_coalesced: one collective for several tensors.
+    a, b = inputs(world_size, (3,), torch.float64, 7), inputs(world_size, (2, 2), torch.float64, 8)
+    ta, tb = a[rank].clone(), b[rank].clone()
+    dist.all_reduce_coalesced([ta, tb])
+    check.same("all_reduce_coalesced [0]", ta, sum(a))
+    check.same("all_reduce_coalesced [1]", tb, sum(b))
+    # Non-contiguous tensors are reduced in place.
+    every = inputs(world_size, (4, 6), torch.float32, 11)
+    t = every[rank].clone().t()
+    dist.all_reduce(t)
+    check.same("all_reduce of a transposed view", t, sum(every).t())
+    return check.failures
+
+
+def test_every_reduction_and_dtype(backend_pool):
+    assert_no_failures(backend_pool.run(body_reductions))
+
+
+def body_data_movement(rank: int, world_size: int) -> list[str]:
+    check = Check(rank)
+    for salt, dtype in enumerate([torch.float32, torch.bfloat16, torch.int64, torch.bool,
+                                  torch.complex64, torch.uint8]):
+        every = inputs(world_size, (2, 3), dtype, salt)
+        stacked = torch.cat(every)
+        for root in range(world_size):
+            t = every[rank].clone()
+            dist.broadcast(t, src=root)
+            check.same(f"broadcast {dtype} from {root}", t, every[root])
+        out = torch.empty(2 * world_size, 3, dtype=dtype)
+        dist.all_gather_into_tensor(out, every[rank])
+        check.same(f"all_gather_into_tensor {dtype}", out, stacked)
+        outs = [torch.empty(2, 3, dtype=dtype) for _ in range(world_size)]
+        dist.all_gather(outs, every[rank])
+        check.same(f"all_gather {dtype}", torch.cat(outs), stacked)
+        root = salt % world_size
+        gathered = [torch.empty(2, 3, dtype=dtype) for _ in range(world_size)] if rank == root else None
+        dist.gather(every[rank], gathered, dst=root)
+        if rank == root:
+            check.same(f"gather {dtype} to {root}", torch.cat(gathered), stacked)
+        out = torch.empty(2, 3, dtype=dtype)
+        pieces = list(inputs(world_size, (2, 3), dtype, salt + 50)) if rank == root else None
+        dist.scatter(out, pieces, src=root)
+        check.same(f"scatter {dtype} from {root}", out, inputs(world_size, (2, 3), dtype, salt + 50)[rank])
+        # all_to_all_single, uneven: rank r sends (r + j + 1) rows to rank j.
+        blocks = [[make_input(r * 100 + j, (r + j + 1, 2), dtype, salt) for j in range(world_size)]
+                  for r in range(world_size)]
+        send = torch.cat(blocks[rank])
+        recv = torch.empty(sum(r + rank + 1 for r in range(world_size)), 2, dtype=dtype)
+        dist.all_to_all_single(recv, send,
+                               output_split_sizes=[r + rank + 1 for r in range(world_size)],
+                               input_split_sizes=[rank + j + 1 for j in range(world_size)])
+        check.same(f"all_to_all_single uneven {dtype}", recv,
+                   torch.cat([blocks[r][rank] for r in range(world_size)]))
+        even = inputs(world_size, (world_size * 2, 3), dtype, salt + 70)
+        recv = torch.empty(world_size * 2, 3, dtype=dtype)
+        dist.all_to_all_single(recv, even[rank])
+        check.same(f"all_to_all_single even {dtype}", recv,
+                   torch.cat([even[r][2 * rank: 2 * rank + 2] for r in range(world_size)]))
+        # all_to_all (lists): tensors of different sizes per peer.
+        outs = [torch.empty(r + rank + 1, 2, dtype=dtype) for r in range(world_size)]
+        dist.all_to_all(outs, [b.clone() for b in blocks[rank]])
+        for r in range(world_size):
+            check.same(f"all_to_all {dtype} from {r}", outs[r], blocks[r][rank])
+    # all_gather_coalesced: several inputs in one collective.
+    a, b = inputs(world_size, (3,), torch.float32, 5), inputs(world_size, (2, 2), torch.float32, 6)
+    out_lists = [[torch.empty(3), torch.empty(2, 2)] for _ in range(world_size)]
+    dist.all_gather_coalesced(out_lists, [a[rank], b[rank]])
+    for r in range(world_size):
+        check.same(f"all_gather_coalesced from {r} [0]", out_lists[r][0], a[r])
+        check.same(f"all_gather_coalesced from {r} [1]", out_lists[r][1], b[r])
+    # Coalesced into-tensor forms (what FSDP uses), through the coalescing manager.
+    from torch.distributed.distributed_c10d import _coalescing_manager
+
+    x, y = inputs(world_size, (4,), torch.float32, 21), inputs(world_size, (6,), torch.float32, 22)
+    ox, oy = torch.empty(4 * world_size), torch.empty(6 * world_size)
+    with _coalescing_manager(async_ops=True) as cm:
+        dist.all_gather_into_tensor(ox, x[rank])
+        dist.all_gather_into_tensor(oy, y[rank])
+    cm.wait()
+    check.same("coalesced all_gather_into_tensor [0]", ox, torch.cat(x))
+    check.same("coalesced all_gather_into_tensor [1]", oy, torch.cat(y))
+    rx, ry = torch.empty(4), torch.empty(6)
+    bx = inputs(world_size, (4 * world_size,), torch.float32, 23)
+    by = inputs(world_size, (6 * world_size,), torch.float32, 24)
+    with _coalescing_manager(async_ops=True) as cm:
+        dist.reduce_scatter_tensor(rx, bx[rank])
+        dist.reduce_scatter_tensor(ry, by[rank])
+    cm.wait()
+    check.same("coalesced reduce_scatter_tensor [0]", rx, sum(bx)[4 * rank: 4 * rank + 4])
+    check.same("coalesced reduce_scatter_tensor [1]", ry, sum(by)[6 * rank: 6 * rank + 6])
+    dist.barrier()
+    return check.failures
+
+
+def test_every_data_movement_collective(backend_pool):
+    assert_no_failures(backend_pool.run(body_data_movement))
+
+
+def body_point_to_point(rank: int, world_size: int) -> list[str]:
+    check = Check(rank)
+    # Blocking send/recv around a ring, both directions in flight at once (each rank sends
+    # first): a deadlock here would hang, and the pool's timeout fails the test.
+    right, left = (rank + 1) % world_size, (rank - 1) % world_size
+    got = torch.empty(5, dtype=torch.float64)
+    reqs = [dist.isend(make_input(rank, (5,), torch.float64, 1), right),
+            dist.irecv(got, left)]
+    for req in reqs:
+        req.wait()
+    check.same("isend/irecv ring", got, make_input(left, (5,), torch.float64, 1))
+    # batch_isend_irecv, and tags: two messages on different tags received in the other order.
+    a, b = torch.empty(3), torch.empty(3)
+    ops = [dist.P2POp(dist.isend, make_input(rank, (3,), torch.float32, 2), right, tag=1),
+           dist.P2POp(dist.isend, make_input(rank, (3,), torch.float32, 3), right, tag=2),
+           dist.P2POp(dist.irecv, b, left, tag=2),
+           dist.P2POp(dist.irecv, a, left, tag=1)]
+    for req in dist.batch_isend_irecv(ops):
+        req.wait()
+    check.same("batch_isend_irecv tag 1", a, make_input(left, (3,), torch.float32, 2))
+    check.same("batch_isend_irecv tag 2", b, make_input(left, (3,), torch.float32, 3))
+    # Blocking forms, one direction; several messages arrive in order; a non-contiguous target.
+    if rank == 0:
+        for i in range(3):
+            dist.send(torch.full((2, 2), float(i)), dst=world_size - 1)
+    elif rank == world_size - 1:
+        for i in range(3):
+            t = torch.empty(2, 2).t()
+            dist.recv(t, src=0)
+            check.same(f"send/recv message {i}", t, torch.full((2, 2), float(i)))
+    # Receiving from any source is refused with a clear error rather than hanging.
+    try:
+        dist.recv(torch.empty(1))
+        check.true("recv(src=None) should raise", False)
+    except (RuntimeError, ValueError) as error:
+        check.true(f"recv(src=None) error names the fix: {error}", "src" in str(error))
+    dist.barrier()
+    return check.failures
+
+
+def test_send_and_recv(backend_pool):
+    assert_no_failures(backend_pool.run(body_point_to_point))
+
+
+def body_async_works(rank: int, world_size: int) -> list[str]:
+    check = Check(rank)
+    every = inputs(world_size, (1 << 16,), torch.float32, 31)
+    t = every[rank].clone()
+    work = dist.all_reduce(t, async_op=True)
+    check.true("async all_reduce returns a Work", work is not None)
+    fut = work.get_future()
+    work.wait()
+    check.true("completed after wait", work.is_completed() and work.is_success())
+    check.same("async all_reduce", t, sum(every))
+    value = fut.wait()
+    check.true(f"future value is the list of outputs: {type(value)}",
+               isinstance(value, list) and value[0] is not None)
+    check.same("future value", value[0], sum(every))
+    # Many in flight at once, waited in reverse order.
+    works, tensors = [], []
+    for i in range(8):
+        x = inputs(world_size, (257,), torch.float64, 40 + i)
+        tensors.append((x[rank].clone(), sum(x)))
+        works.append(dist.all_reduce(tensors[-1][0], async_op=True))
+    for work in reversed(works):
+        work.wait()
+    for i, (t, expected) in enumerate(tensors):
+        check.same(f"in-flight all_reduce {i}", t, expected)
+    # A future's callback sees the result (what DDP comm hooks do).
+    t = every[rank].clone()
+    chained = dist.all_reduce(t, async_op=True).get_future().then(lambda f: f.value()[0] * 2)
+    check.same("future.then", chained.wait(), sum(every) * 2)
+    w = dist.barrier(async_op=True)
+    w.wait()
+    return check.failures
+
+
+def test_async_works_and_futures(backend_pool):
+    assert_no_failures(backend_pool.run(body_async_works))
+
+
+# ------------------------------------------------------------------------------- bad input
+
+
+def body_bad_input(rank: int, world_size: int) -> list[str]:
+    check = Check(rank)
+
+    def raises(what: str, fn: Any, *needles: str) -> None:
+        try:
+            fn()
+        except (RuntimeError, ValueError, TypeError) as error:
+            text = str(error)
+            for needle in needles:
+                check.true(f"{what}: error lacks {needle!r}: {text}", needle in text)
+            return
+        check.true(f"{what}: did not raise", False)
+
+    backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+    raises("bad root", lambda: backend.broadcast([torch.ones(2)], _opts("BroadcastOptions", rootRank=world_size)),
+           "broadcast", "root")
+    raises("bad root of reduce", lambda: backend.reduce([torch.ones(2)], _opts("ReduceOptions", rootRank=-1)),
+           "reduce", "root")
+    raises("all_gather_into_tensor size",
+           lambda: dist.all_gather_into_tensor(torch.empty(3), torch.ones(2)),
+           "all_gather_into_tensor", "elements")
+    # (torch's Python wrapper refuses mixed dtypes itself; the backend does too when called directly)
+    raises("all_gather dtype",
+           lambda: backend.allgather([[torch.empty(2, dtype=torch.int32) for _ in range(world_size)]],
+                                     [torch.ones(2)]),
+           "allgather", "dtype")
+    raises("reduce_scatter_tensor size",
+           lambda: dist.reduce_scatter_tensor(torch.empty(2), torch.ones(2 * world_size + 1)),
+           "reduce_scatter_tensor", "elements")
+    raises("bitwise on floats", lambda: dist.all_reduce(torch.ones(2), op=dist.ReduceOp.BAND),
+           "band")
+    raises("uneven splits", lambda: dist.all_to_all_single(
+        torch.empty(world_size), torch.ones(world_size), input_split_sizes=[world_size] + [1] * (world_size - 1)),
+        "all_to_all_single", "split")
+    raises("send to self", lambda: backend.send([torch.ones(1)], rank, 0), "itself")
+    # The group still works after every refusal (nothing was half-issued).
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    check.same("all_reduce after refusals", t, torch.full((3,), float(world_size)))
+    return check.failures
+
+
+def _opts(kind: str, **fields: Any) -> Any:
+    from torch._C import _distributed_c10d as c10d
+
+    opts = getattr(c10d, kind)()
+    for name, value in fields.items():
+        setattr(opts, name, value)
+    return opts
+
+
+def test_bad_input_raises_clear_errors(backend_pool):
+    assert_no_failures(backend_pool.run(body_bad_input))
+
+
+def body_missing_peer(rank: int, world_size: int) -> list[str]:
+    check = Check(rank)
+    # Every rank makes the group; only rank 0 calls the collective, so rank 0's must time out
+    # (group timeout 2 s) naming a rank that did not take part.
+    group = dist.new_group(backend="c10d_func", timeout=datetime.timedelta(seconds=2))
+    if rank == 0:
+        start = time.monotonic()
+        try:
+            dist.all_reduce(torch.ones(4), group=group)
+            check.true("all_reduce without peers should fail", False)
+        except RuntimeError as error:
+            took = time.monotonic() - start
+            check.true(f"failed within the group timeout (took {took:.1f} s)", took < 30)
+            check.true(f"error names a missing rank: {error}",
+                       any(f"rank {r}" in str(error) or f"[{r}" in str(error) or f" {r}]" in str(error)
+                           for r in range(1, world_size)))
+        # Forming a group whose other members never come also fails, naming them.
+        from torch.distributed.distributed_c10d import _get_default_store
+
+        store = dist.PrefixStore(f"missing-peer-test/{time.time_ns()}/", _get_default_store())
+        try:
+            c10d_func._C.create_backend(store, 0, world_size, 1.0, "never", list(range(world_size)))
+            check.true("a group without its members should fail to form", False)
+        except RuntimeError as error:
+            check.true(f"formation error names the absent ranks: {error}",
+                       "never arrived" in str(error) and "1" in str(error))
+    return check.failures
+
+
+def test_missing_peer_times_out_naming_it(backend_pool):
+    assert_no_failures(backend_pool.run(body_missing_peer, timeout=120))
+
+
+# ------------------------------------------------------- torch's own users of a process group
+
+
+def body_torch_funcol(rank: int, world_size: int) -> list[str]:
+    import torch.distributed._functional_collectives as tfuncol
+
+    check = Check(rank)
+    group = dist.group.WORLD
+    every = inputs(world_size, (4, 2), torch.float32, 61)
+    check.same("torch funcol all_reduce", tfuncol.all_reduce(every[rank], "sum", group), sum(every))
+    check.same("torch funcol all_gather_tensor",
+               tfuncol.all_gather_tensor(every[rank], 0, group), torch.cat(every))
+    big = inputs(world_size, (4 * world_size, 2), torch.float32, 62)
+    check.same("torch funcol reduce_scatter_tensor",
+               tfuncol.reduce_scatter_tensor(big[rank], "sum", 0, group),
+               sum(big)[4 * rank: 4 * rank + 4])
+    check.same("torch funcol all_to_all_single",
+               tfuncol.all_to_all_single(big[rank], None, None, group),
+               torch.cat([big[r][4 * rank: 4 * rank + 4] for r in range(world_size)]))
+    check.same("torch funcol broadcast", tfuncol.broadcast(every[rank], 1, group), every[1])
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        return tfuncol.all_reduce(x * 2, "sum", group) + 1
+
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    check.same("torch funcol compiled", compiled(every[rank]), sum(every) * 2 + 1)
+    # c10d_func's own functional ops on the same group share its communicator.
+    before = [g for g in c10d_func.groups() if g["origin"] == "created"]
+    check.same("c10d_func funcol on the group", c10d_func.all_reduce(every[rank], "sum", group), sum(every))
+    after = [g for g in c10d_func.groups() if g["origin"] == "created"]
+    check.true(f"no second communicator for the group: {after}", len(after) == len(before))
+    return check.failures
+
+
+def test_torch_functional_collectives_on_this_backend(backend_pool):
+    assert_no_failures(backend_pool.run(body_torch_funcol))
+
+
+def _train(model: torch.nn.Module, steps: int, rank: int, world_size: int) -> list[torch.Tensor]:
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(steps):
+        g = torch.Generator().manual_seed(1000 * step + rank)
+        x = torch.randn(8, 6, generator=g)
+        y = torch.randn(8, 3, generator=g)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def _mlp(seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+
+
+def body_ddp(rank: int, world_size: int) -> list[str]:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    check = Check(rank)
+    gloo = dist.new_group(backend="gloo")
+    # Different initial weights per rank: DDP's construction broadcasts rank 0's.
+    ours = _train(DDP(_mlp(rank)), 4, rank, world_size)
+    reference = _train(DDP(_mlp(rank), process_group=gloo), 4, rank, world_size)
+    for i, (a, b) in enumerate(zip(ours, reference)):
+        check.same(f"DDP parameter {i} vs DDP on gloo", a, b, exact=False)
+    # Parameters agree across ranks (compare with rank 0's via an independent gloo broadcast).
+    for i, p in enumerate(ours):
+        rank0 = p.clone()
+        dist.broadcast(rank0, 0, group=gloo)
+        check.same(f"DDP parameter {i} equal on every rank", p, rank0)
+    return check.failures
+
+
+def test_ddp_trains_as_on_gloo(backend_pool):
+    assert_no_failures(backend_pool.run(body_ddp, timeout=180))
+
+
+def body_fsdp(rank: int, world_size: int) -> list[str]:
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import fully_shard
+
+    check = Check(rank)
+    gloo = dist.new_group(backend="gloo")
+    results = []
+    for group in (dist.group.WORLD, gloo):
+        mesh = DeviceMesh.from_group(group, "cpu")
+        model = _mlp(0)
+        for layer in model:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        params = _train(model, 3, rank, world_size)
+        results.append([p.full_tensor() if hasattr(p, "full_tensor") else p for p in model.parameters()])
+        del params
+    for i, (a, b) in enumerate(zip(*results)):
+        check.same(f"FSDP2 parameter {i} vs FSDP2 on gloo", a.detach(), b.detach(), exact=False)
+    return check.failures
+
+
+def test_fsdp2_trains_as_on_gloo(backend_pool):
+    assert_no_failures(backend_pool.run(body_fsdp, timeout=180))
+
+
+# ---------------------------------------------------------------------------------- split_group
+
+
+def body_split(rank: int, world_size: int) -> list[str]:
+    check = Check(rank)
+    half = world_size // 2
+    parts = [list(range(half)), list(range(half, world_size))]
+    group = c10d_func.split_group(split_ranks=parts, group_desc="halves")
+    mine = parts[rank // half]
+    check.true(f"split group ranks {dist.get_process_group_ranks(group)}",
+               dist.get_process_group_ranks(group) == mine)
+    check.true("split group's rank", dist.get_rank(group) == mine.index(rank))
+    every = inputs(world_size, (6,), torch.float32, 81)
+    t = every[rank].clone()
+    dist.all_reduce(t, group=group)
+    check.same("all_reduce in the subgroup", t, sum(every[r] for r in mine))
+    out = torch.empty(6 * half)
+    dist.all_gather_into_tensor(out, every[rank], group=group)
+    check.same("all_gather in the subgroup", out, torch.cat([every[r] for r in mine]))
+    # The functional ops reach the same communicator, by group and by (tag, ranks): no new one.
+    created = len([g for g in c10d_func.groups() if g["origin"] == "created"])
+    check.same("functional all_reduce on the split group",
+               c10d_func.all_reduce(every[rank], "sum", group), sum(every[r] for r in mine))
+    tag = f"pg:{group.group_name}"
+    check.same("functional all_reduce by tag and ranks",
+               c10d_func.all_reduce(every[rank], "sum", mine, tag=tag), sum(every[r] for r in mine))
+    check.true("no rendezvous for the split group's functional ops",
+               len([g for g in c10d_func.groups() if g["origin"] == "created"]) == created)
+    # A split that leaves a rank out hands it the non-member sentinel.
+    partial = c10d_func.split_group(split_ranks=[[0, 1]])
+    if rank < 2:
+        t = every[rank].clone()
+        dist.all_reduce(t, group=partial)
+        check.same("all_reduce in a partial split", t, every[0] + every[1])
+    else:
+        check.true("non-member gets NON_GROUP_MEMBER", partial == dist.GroupMember.NON_GROUP_MEMBER)
+    # A split of a split.
+    sub = c10d_func.split_group(group, split_ranks=[[i] for i in range(half)])
+    t = every[rank].clone()
+    dist.all_reduce(t, group=sub)
+    check.same("all_reduce in a split of a split (one member)", t, every[rank])
+    return check.failures
+
+
+def test_split_group(backend_pool):
+    assert_no_failures(backend_pool.run(body_split))
+
+
+def body_split_errors(rank: int, world_size: int) -> list[str]:
+    check = Check(rank)
+    for bad, needle in [([[0, 0]], "twice"), ([[0, world_size]], "not a rank"), ([], "non-empty"),
+                        ([[0], [0, 1]], "twice")]:
+        try:
+            c10d_func.split_group(split_ranks=bad)
+            check.true(f"split_group({bad}) should raise", False)
+        except ValueError as error:
+            check.true(f"split_group({bad}): {error}", needle in str(error))
+    return check.failures
+
+
+def test_split_group_rejects_bad_splits(backend_pool):
+    assert_no_failures(backend_pool.run(body_split_errors))
+
+
+def test_backend_is_registered_on_import():
+    assert "C10D_FUNC" in dist.Backend._plugins
+    assert dist.Backend("c10d_func") == "c10d_func"
+
