@@ -20,7 +20,10 @@ FRONTEND = "c10d_func (python frontend)"
 C10D_FUNC_GLOO = "c10d_func on gloo"
 TORCH_NATIVE = "torch native"
 TORCH_DIST = "torch.distributed"
-IMPL_NAMES = [C10D_FUNC, FRONTEND, C10D_FUNC_GLOO, TORCH_NATIVE, TORCH_DIST]
+# The same classic calls on a group of the c10d_func backend (dist.new_group(backend="c10d_func")):
+# beside TORCH_DIST (the default group: Gloo on CPU, NCCL on CUDA), what classic code gains.
+DIST_ON_C10D_FUNC = "torch.distributed on c10d_func"
+IMPL_NAMES = [C10D_FUNC, FRONTEND, C10D_FUNC_GLOO, TORCH_NATIVE, TORCH_DIST, DIST_ON_C10D_FUNC]
 # c10d_func's own ops pinned to Gloo (CPU): beside the default column (shm on one host), the
 # speed-up of the transport alone.
 GLOO_TAG = "bench-on-gloo"
@@ -160,10 +163,10 @@ def _torch_native(ctx: GroupCtx) -> dict[str, Collective]:
     }
 
 
-def _torch_distributed(ctx: GroupCtx) -> dict[str, Collective]:
+def _torch_distributed(ctx: GroupCtx, group: dist.ProcessGroup | None = None) -> dict[str, Collective]:
     # The classic API works in place or into a given output: allocating the output (or cloning the
     # input for the in-place ops) inside the call matches what the functional ops do internally.
-    g, n = ctx.group, ctx.world
+    g, n = group or ctx.group, ctx.world
 
     def all_reduce(x: torch.Tensor) -> torch.Tensor:
         out = x.clone()
@@ -199,12 +202,26 @@ def _torch_distributed(ctx: GroupCtx) -> dict[str, Collective]:
     }
 
 
+_c10d_func_backend_group: list[dist.ProcessGroup] = []
+
+
+def _dist_on_c10d_func(ctx: GroupCtx) -> dict[str, Collective]:
+    # Every rank builds the implementations in the same order, so every rank makes this group at
+    # the same point; it is made once per process and spans the world, as ctx.group does.
+    if not _c10d_func_backend_group:
+        import c10d_func  # noqa: F401  (registers the backend)
+
+        _c10d_func_backend_group.append(dist.new_group(backend="c10d_func"))
+    return _torch_distributed(ctx, _c10d_func_backend_group[0])
+
+
 BUILDERS: dict[str, Callable[[GroupCtx], dict[str, Collective]]] = {
     C10D_FUNC: _c10d_func,
     FRONTEND: _frontend,
     C10D_FUNC_GLOO: _c10d_func_gloo,
     TORCH_NATIVE: _torch_native,
     TORCH_DIST: _torch_distributed,
+    DIST_ON_C10D_FUNC: _dist_on_c10d_func,
 }
 
 

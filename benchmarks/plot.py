@@ -18,6 +18,7 @@ _STYLE = {  # fixed colours and markers so that the same implementation looks th
     "c10d_func on gloo": ("tab:cyan", "D"),
     "torch native": ("tab:orange", "^"),
     "torch.distributed": ("tab:green", "v"),
+    "torch.distributed on c10d_func": ("tab:red", "P"),
 }
 
 

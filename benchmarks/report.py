@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .correctness import OK, UNAVAILABLE
-from .impls import C10D_FUNC, C10D_FUNC_GLOO, FRONTEND, OPS, TORCH_DIST, TORCH_NATIVE
+from .impls import C10D_FUNC, C10D_FUNC_GLOO, DIST_ON_C10D_FUNC, FRONTEND, OPS, TORCH_DIST, TORCH_NATIVE
 from .mlp_step import STEP_LIBRARIES
 
 _LATENCY_COLUMNS = [
@@ -16,6 +16,7 @@ _LATENCY_COLUMNS = [
     (C10D_FUNC_GLOO, "c10d_func on gloo µs"),
     (TORCH_NATIVE, "torch native µs"),
     (TORCH_DIST, "torch.distributed µs"),
+    (DIST_ON_C10D_FUNC, "dist on c10d_func µs"),
 ]
 
 
@@ -43,10 +44,13 @@ def _op_table(op: str, results: dict[str, Any]) -> list[str]:
     rows = [r for r in results["collectives"] if r["op"] == op]
     by_key = {(r["size"], r["impl"]): r for r in rows}
     ratios = {r["size"]: r["c10d_func_over_native"] for r in results["ratios"] if r["op"] == op}
+    dist_ratios = {r["size"]: r.get("dist_c10d_func_over_dist")
+                   for r in results["ratios"] if r["op"] == op}
     failing = [c for c in results["correctness"]
                if c["op"] == op and c["status"] not in (OK, UNAVAILABLE)]
     ok_cell = "yes" if not failing else "✗ " + ", ".join(c["impl"] for c in failing)
     head = ["size", *(h for _, h in _LATENCY_COLUMNS), "ratio c10d_func/native",
+            "ratio dist c10d_func/default",
             "busbw c10d_func GB/s", "busbw native GB/s", "ok"]
     lines = [f"### {op}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for size in dict.fromkeys(r["size"] for r in rows):
@@ -58,6 +62,7 @@ def _op_table(op: str, results: dict[str, Any]) -> list[str]:
             size_text,
             *(_cell(by_key.get((size, impl))) for impl, _ in _LATENCY_COLUMNS),
             _num(ratios.get(size), ".2f"),
+            _num(dist_ratios.get(size), ".2f"),
             _num(by_key[(size, C10D_FUNC)]["busbw_gbps"], ".3g"),
             _num(by_key[(size, TORCH_NATIVE)]["busbw_gbps"], ".3g"),
             ok_cell,
@@ -122,6 +127,8 @@ def render_markdown(results: dict[str, Any]) -> str:
         "",
         "Latency: median over iterations of the slowest rank's time (µs). Bus bandwidth as in "
         "nccl-tests. ratio < 1: c10d_func faster than torch native (`torch.ops._c10d_functional`). "
+        "`dist on c10d_func`: the classic calls (`dist.all_reduce`, ...) on a group of backend "
+        "`c10d_func`; its ratio is over the same calls on the default group (Gloo on CPU). "
         "`✗`: timed but its correctness check failed; `error`: the op raised, not timed; "
         "`n/a`: implementation not available.",
         "",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .correctness import OK
-from .impls import C10D_FUNC, ELEMENT_BYTES, IMPL_NAMES, OPS, TORCH_NATIVE
+from .impls import C10D_FUNC, DIST_ON_C10D_FUNC, ELEMENT_BYTES, IMPL_NAMES, OPS, TORCH_DIST, TORCH_NATIVE
 from .mlp_step import STEP_LIBRARIES, TORCH_FUNCOL
 from .timing import max_over_ranks, median
 
@@ -65,6 +65,10 @@ def _ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "size": size,
             "c10d_func_over_native": _ratio(
                 by_key[(op, size, C10D_FUNC)], by_key[(op, size, TORCH_NATIVE)]
+            ),
+            # Classic torch.distributed calls: a c10d_func-backend group over the default one.
+            "dist_c10d_func_over_dist": _ratio(
+                by_key.get((op, size, DIST_ON_C10D_FUNC)), by_key.get((op, size, TORCH_DIST))
             ),
         }
         for op, size in points

@@ -63,3 +63,14 @@ def pending_count() -> int:
 
 def collective_timeout_seconds() -> float:
     """How long a collective may wait for its peers (C10D_FUNC_TIMEOUT)."""
+
+def create_backend(
+    store: Any, rank: int, size: int, timeout_seconds: float, name: str, members: list[int]
+) -> Any:
+    """The c10d_func torch.distributed backend of one group (forms its CPU communicator)."""
+
+def split_backend(parent: Any, child: Any | None, color: int, key: int) -> None:
+    """split_group's device step: splits the parent's device communicators (ncclCommSplit)."""
+
+def is_func_backend(backend: Any) -> bool:
+    """Whether a c10d Backend is c10d_func's own."""

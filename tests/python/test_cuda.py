@@ -289,3 +289,48 @@ def body_gloo_on_one_gpu(rank: int, world_size: int) -> list[str]:
 
 def test_several_processes_share_one_gpu_over_gloo(gloo_cuda_pool):
     assert_no_failures(gloo_cuda_pool.run(body_gloo_on_one_gpu))
+
+
+def body_backend_on_cuda(rank: int, world_size: int) -> list[str]:
+    """The c10d_func torch.distributed backend on CUDA tensors: NCCL (forced for the default
+    group's tag, since a group of one would otherwise copy locally), async Works whose wait orders
+    the current stream, DDP, and split_group's ncclCommSplit of the formed NCCL communicator."""
+    import os
+
+    import c10d_func
+    import torch.distributed as dist
+
+    failures = []
+    dev = torch.device("cuda", 0)
+    torch.cuda.set_device(dev)
+    c10d_func.set_transport("nccl", "cuda", tag="pg:0")  # the default group is named "0"
+    os.environ.setdefault("MASTER_PORT", "29533")
+    dist.init_process_group("c10d_func", rank=0, world_size=1)
+    try:
+        x = torch.arange(8, dtype=torch.float32, device=dev)
+        dist.all_reduce(x)
+        work = dist.all_reduce(y := torch.ones(1 << 20, device=dev), async_op=True)
+        work.wait()
+        if not torch.equal(y.cpu(), torch.ones(1 << 20)):
+            failures.append("async all_reduce on cuda")
+        out = torch.empty(8, device=dev)
+        dist.all_gather_into_tensor(out, x)
+        if not torch.equal(out.cpu(), torch.arange(8, dtype=torch.float32)):
+            failures.append(f"all_gather_into_tensor on cuda: {out}")
+        backends = {g["backend"] for g in c10d_func.groups() if g["device"].startswith("cuda")}
+        if "nccl" not in backends:
+            failures.append(f"the backend's CUDA communicator is not NCCL: {c10d_func.groups()}")
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2).to(dev))
+        model(torch.ones(3, 4, device=dev)).sum().backward()
+        sub = c10d_func.split_group(split_ranks=[[0]])
+        z = torch.full((4,), 3.0, device=dev)
+        dist.all_reduce(z, group=sub)
+        if not torch.equal(z.cpu(), torch.full((4,), 3.0)):
+            failures.append(f"all_reduce on a split of the CUDA group: {z}")
+    finally:
+        dist.destroy_process_group()
+    return failures
+
+
+def test_backend_on_cuda(gpu_pool):
+    assert_no_failures(gpu_pool.run(body_backend_on_cuda))
