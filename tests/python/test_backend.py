@@ -20,6 +20,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from reference import REDUCE_OPS, make_input, mismatch, reduce_allowed, reduce_reference
+from test_collectives import Checks, assert_no_failures
 from worker_pool import WorkerPool
 
 # The mixed form names NCCL for CUDA where there is a GPU; torch's ProcessGroupNCCL refuses to
@@ -71,26 +72,15 @@ def inputs(world_size: int, shape: tuple[int, ...], dtype: torch.dtype, salt: in
     return [make_input(r, shape, dtype, salt) for r in range(world_size)]
 
 
-class Check:
-    """Collects mismatches of one rank instead of stopping at the first."""
-
-    def __init__(self, rank: int) -> None:
-        self.rank = rank
-        self.failures: list[str] = []
+class Check(Checks):
+    """test_collectives' per-rank collector, exact by default, plus plain conditions."""
 
     def same(self, what: str, out: torch.Tensor, expected: torch.Tensor, exact: bool = True) -> None:
-        problem = mismatch(out, expected, exact)
-        if problem:
-            self.failures.append(f"rank {self.rank} {what}: {problem}")
+        self.expect(what, out, expected, exact)
 
     def true(self, what: str, condition: bool) -> None:
         if not condition:
-            self.failures.append(f"rank {self.rank} {what}")
-
-
-def assert_no_failures(results: list[list[str]]) -> None:
-    failures = [f for r in results for f in r]
-    assert not failures, "\n".join(failures[:30])
+            self.failures.append(f"rank {self.rank}: {what}")
 
 
 # ------------------------------------------------------------------ every collective of the table
