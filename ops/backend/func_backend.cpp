@@ -5,6 +5,7 @@
 #include "ops/backend/func_backend.h"
 
 #include <ATen/ATen.h>
+#include <c10/util/accumulate.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
@@ -163,9 +164,11 @@ FuncBackend::FuncBackend(FuncBackendOptions options)
     : Backend(static_cast<int>(options.rank), static_cast<int>(options.size)),
       options_(std::move(options)),
       tag_("pg:" + options_.name),
+      group_(std::make_shared<const std::string>("process group '" + options_.name +
+                                                 "' (ranks " + format_ranks(options_.members) +
+                                                 ")")),
       point_to_point_(options_.store, options_.rank, options_.members, options_.timeout,
-                      "process group '" + options_.name + "' (ranks " +
-                          format_ranks(options_.members) + ")") {
+                      *group_) {
   TORCH_CHECK(static_cast<int64_t>(options_.members.size()) == options_.size, kPrefix,
               "group '", options_.name, "' lists ", options_.members.size(),
               " global ranks for a group of ", options_.size);
@@ -175,8 +178,7 @@ FuncBackend::FuncBackend(FuncBackendOptions options)
 }
 
 std::string FuncBackend::describe(std::string_view op) const {
-  return std::string(op) + " on process group '" + options_.name + "' (ranks " +
-      format_ranks(options_.members) + ")";
+  return std::string(op) + " on " + *group_;
 }
 
 std::shared_ptr<Communicator> FuncBackend::communicator(c10::Device device, std::string_view op) {
@@ -235,7 +237,7 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::work(c10d::OpType type, std::string_
                                                  const Completion& done,
                                                  std::vector<at::Tensor> outputs,
                                                  int source_rank) const {
-  return c10::make_intrusive<FuncWork>(type, describe(op), communicator, done, std::move(outputs),
+  return c10::make_intrusive<FuncWork>(type, op, group_, communicator, done, std::move(outputs),
                                        source_rank);
 }
 
@@ -541,14 +543,14 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::alltoall_base(at::Tensor& output, at
   };
   auto out_splits = splits(output_split_sizes, output, "output");
   auto in_splits = splits(input_split_sizes, input, "input");
-  const int64_t out_row = output.dim() == 0 ? 1 : output.numel() / std::max<int64_t>(output.size(0), 1);
-  const int64_t in_row = input.dim() == 0 ? 1 : input.numel() / std::max<int64_t>(input.size(0), 1);
-  TORCH_CHECK(output.dim() == 0 || input.dim() == 0 || output.numel() == 0 || input.numel() == 0 ||
-                  out_row == in_row,
-              kPrefix, kOp, ": rows of 'output' (", out_row, " elements) and 'input' (", in_row,
-              " elements) differ");
-  // On flat buffers a split counts elements.
-  const int64_t row = std::max<int64_t>(out_row, in_row);
+  // On flat buffers a split counts elements: rows times the elements of a row (the shape past
+  // dim 0, which an empty tensor also carries).
+  const auto row_numel = [](const at::Tensor& tensor) {
+    return tensor.dim() < 2 ? int64_t{1} : c10::multiply_integers(tensor.sizes().slice(1));
+  };
+  const int64_t row = row_numel(input);
+  TORCH_CHECK(row == row_numel(output), kPrefix, kOp, ": rows of 'output' (", row_numel(output),
+              " elements) and 'input' (", row, " elements) differ");
   for (auto& size : out_splits) size *= row;
   for (auto& size : in_splits) size *= row;
   auto comm = communicator(input.device(), kOp);

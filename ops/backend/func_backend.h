@@ -114,6 +114,8 @@ class FuncBackend final : public c10d::Backend {
 
   FuncBackendOptions options_;
   std::string tag_;
+  // "process group 'name' (ranks [0, 1])": built once, named by every Work's errors.
+  std::shared_ptr<const std::string> group_;
   std::mutex mutex_;
   std::map<std::pair<int, int>, std::shared_ptr<Communicator>> communicators_;
   PointToPoint point_to_point_;

@@ -10,11 +10,13 @@
 
 namespace c10d_func {
 
-FuncWork::FuncWork(c10d::OpType op_type, std::string what,
+FuncWork::FuncWork(c10d::OpType op_type, std::string_view op,
+                   std::shared_ptr<const std::string> group,
                    std::shared_ptr<Communicator> communicator, const Completion& done,
                    std::vector<at::Tensor> outputs, int source_rank)
     : Work(-1, op_type),
-      what_(std::move(what)),
+      op_(op),
+      group_(std::move(group)),
       communicator_(std::move(communicator)),
       outputs_(std::move(outputs)),
       source_rank_(source_rank) {
@@ -28,15 +30,19 @@ FuncWork::FuncWork(c10d::OpType op_type, std::string what,
     return;
   }
   // A failed collective leaves the members out of step whether or not anyone waits on it.
-  future_->addCallback([weak = std::weak_ptr<Communicator>(communicator_),
-                        what = what_](c10::ivalue::Future& future) {
+  future_->addCallback([weak = std::weak_ptr<Communicator>(communicator_), op = op_,
+                        group = group_](c10::ivalue::Future& future) {
     if (future.hasError()) {
       if (auto communicator = weak.lock()) {
-        communicator->mark_failed("c10d_func backend: " + what + " failed: " +
-                                  future.tryRetrieveErrorMessage());
+        communicator->mark_failed("c10d_func backend: " + std::string(op) + " on " + *group +
+                                  " failed: " + future.tryRetrieveErrorMessage());
       }
     }
   });
+}
+
+std::string FuncWork::what() const {
+  return std::string(op_) + " on " + *group_;
 }
 
 bool FuncWork::isCompleted() {
@@ -53,7 +59,7 @@ std::exception_ptr FuncWork::exception() const {
 
 int FuncWork::sourceRank() const {
   TORCH_CHECK(source_rank_ >= 0, "c10d_func backend: sourceRank() is defined for recv only (",
-              what_, ")");
+              what(), ")");
   return source_rank_;
 }
 
@@ -72,7 +78,7 @@ bool FuncWork::wait(std::chrono::milliseconds timeout) {
     auto nap = std::chrono::microseconds(20);
     while (!future_->completed()) {
       if (std::chrono::steady_clock::now() >= deadline) {
-        const std::string reason = "c10d_func backend: " + what_ + " did not complete within " +
+        const std::string reason = "c10d_func backend: " + what() + " did not complete within " +
             std::to_string(timeout.count()) + " ms (a member may have skipped it or died)";
         if (communicator_) {
           communicator_->mark_failed(reason);
@@ -94,7 +100,7 @@ void FuncWork::raise_failure() {
   const std::string reason = future_->tryRetrieveErrorMessage();
   // A transport may have named the op and the group itself (shm does).
   TORCH_CHECK(false,
-              reason.rfind("c10d_func", 0) == 0 ? "" : "c10d_func backend: " + what_ + " failed: ",
+              reason.rfind("c10d_func", 0) == 0 ? "" : "c10d_func backend: " + what() + " failed: ",
               reason);
 }
 

@@ -17,11 +17,13 @@ namespace c10d_func {
 
 class FuncWork final : public c10d::Work {
  public:
-  // `what` names the op and the group in errors ("all_reduce on process group '1' (ranks [0,
-  // 1])"); a failure marks `communicator` failed, since its members are then out of step
-  // (nullptr for messages, which run on channels of their own).
-  FuncWork(c10d::OpType op_type, std::string what, std::shared_ptr<Communicator> communicator,
-           const Completion& done, std::vector<at::Tensor> outputs, int source_rank = -1);
+  // `op` (a literal) and `group` ("process group '1' (ranks [0, 1])", shared by the group's
+  // works) name the call in errors, which alone build the text; a failure marks `communicator`
+  // failed, since its members are then out of step (nullptr for messages, which run on channels
+  // of their own).
+  FuncWork(c10d::OpType op_type, std::string_view op, std::shared_ptr<const std::string> group,
+           std::shared_ptr<Communicator> communicator, const Completion& done,
+           std::vector<at::Tensor> outputs, int source_rank = -1);
 
   bool isCompleted() override;
   bool isSuccess() const override;
@@ -37,8 +39,11 @@ class FuncWork final : public c10d::Work {
 
  private:
   [[noreturn]] void raise_failure();
+  // "all_reduce on process group '1' (ranks [0, 1])"
+  std::string what() const;
 
-  std::string what_;
+  std::string_view op_;
+  std::shared_ptr<const std::string> group_;
   std::shared_ptr<Communicator> communicator_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::vector<at::Tensor> outputs_;

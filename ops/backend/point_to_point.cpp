@@ -18,6 +18,13 @@
 namespace c10d_func {
 
 struct PointToPoint::Channel {
+  // Who meets whom: fixed when the channel is made. The sender is index 0 of the channel; this
+  // process only ever sends on it or only ever receives.
+  Rendezvous rendezvous; // without a store until formed
+  c10::intrusive_ptr<c10d::Store> group_store;
+  std::string prefix;
+  bool sending = false;
+
   std::mutex mutex;
   std::condition_variable wake;
   std::deque<std::function<void()>> tasks;
@@ -25,6 +32,21 @@ struct PointToPoint::Channel {
   // Touched by the channel's thread only.
   std::shared_ptr<Communicator> communicator;
   std::optional<std::string> formation_error;
+
+  // On the channel's thread, before its first message.
+  void form() {
+    try {
+      const char* op = sending ? "send" : "recv";
+      // A connection of its own: the channel's thread blocks on it while forming, and a TCPStore
+      // client serves one request at a time (see world.h).
+      Rendezvous at_store = rendezvous;
+      at_store.store = c10::make_intrusive<c10d::PrefixStore>(prefix, private_connection(group_store));
+      auto transport = GroupRegistry::instance().transport_for(op, rendezvous.device.type(), "");
+      communicator = form_communicator(op, transport, at_store);
+    } catch (const std::exception& error) {
+      formation_error = error.what();
+    }
+  }
 
   void run() {
     while (true) {
@@ -73,7 +95,6 @@ Completion PointToPoint::recv(const at::Tensor& tensor, int64_t peer, int64_t ta
 Completion PointToPoint::post(const at::Tensor& tensor, int64_t sender, int64_t receiver,
                               int64_t tag) {
   const c10::Device device = tensor.device();
-  const bool sending = sender == rank_;
   std::shared_ptr<Channel> channel;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -81,6 +102,20 @@ Completion PointToPoint::post(const at::Tensor& tensor, int64_t sender, int64_t 
                             static_cast<int>(device.index())}];
     if (!slot) {
       slot = std::make_shared<Channel>();
+      Rendezvous& rendezvous = slot->rendezvous;
+      rendezvous.rank = sender == rank_ ? 0 : 1;
+      rendezvous.size = 2;
+      rendezvous.members = {members_.at(sender), members_.at(receiver)};
+      rendezvous.group = group_ + ", messages rank " + std::to_string(rendezvous.members[0]) +
+          " -> rank " + std::to_string(rendezvous.members[1]) + " tag " + std::to_string(tag);
+      rendezvous.timeout = timeout_;
+      rendezvous.device = device;
+      std::ostringstream prefix;
+      prefix << "c10d_func/p2p/" << sender << "->" << receiver << "/" << tag << "/" << device
+             << "/";
+      slot->prefix = prefix.str();
+      slot->group_store = store_;
+      slot->sending = sender == rank_;
       std::thread([channel = slot] { channel->run(); }).detach();
     }
     channel = slot;
@@ -96,19 +131,7 @@ Completion PointToPoint::post(const at::Tensor& tensor, int64_t sender, int64_t 
   // A message is a broadcast from the sender (index 0 of the channel) to the receiver.
   const at::Tensor buffer = tensor.contiguous();
 
-  Rendezvous rendezvous;
-  std::ostringstream prefix;
-  prefix << "c10d_func/p2p/" << sender << "->" << receiver << "/" << tag << "/" << device << "/";
-  rendezvous.rank = sending ? 0 : 1;
-  rendezvous.size = 2;
-  rendezvous.members = {members_.at(sender), members_.at(receiver)};
-  rendezvous.group = group_ + ", messages rank " + std::to_string(rendezvous.members[0]) +
-      " -> rank " + std::to_string(rendezvous.members[1]) + " tag " + std::to_string(tag);
-  rendezvous.timeout = timeout_;
-  rendezvous.device = device;
-
-  auto task = [channel = channel.get(), rendezvous, store = store_, prefix = prefix.str(), done,
-               tensor, buffer, caller_stream, sending] {
+  auto task = [channel = channel.get(), done, tensor, buffer, caller_stream] {
     try {
       // The message is ordered after the caller's work on its stream, and completes on it.
       std::optional<c10::StreamGuard> on_caller_stream;
@@ -116,18 +139,7 @@ Completion PointToPoint::post(const at::Tensor& tensor, int64_t sender, int64_t 
         on_caller_stream.emplace(*caller_stream);
       }
       if (!channel->communicator && !channel->formation_error) {
-        try {
-          const char* op = sending ? "send" : "recv";
-          // A connection of its own: the channel's thread blocks on it while forming, and a
-          // TCPStore client serves one request at a time (see world.h).
-          Rendezvous at_store = rendezvous;
-          at_store.store = c10::make_intrusive<c10d::PrefixStore>(prefix, private_connection(store));
-          auto transport =
-              GroupRegistry::instance().transport_for(op, rendezvous.device.type(), "");
-          channel->communicator = form_communicator(op, transport, at_store);
-        } catch (const std::exception& error) {
-          channel->formation_error = error.what();
-        }
+        channel->form();
       }
       TORCH_CHECK(!channel->formation_error, *channel->formation_error);
       Completion moved = channel->communicator->broadcast(buffer, /*root=*/0);
@@ -136,7 +148,7 @@ Completion PointToPoint::post(const at::Tensor& tensor, int64_t sender, int64_t 
         done->setError(moved->exception_ptr());
         return;
       }
-      if (!sending && !buffer.is_same(tensor)) {
+      if (!channel->sending && !buffer.is_same(tensor)) {
         tensor.copy_(buffer);
       }
       done->markCompleted(c10::IValue());
