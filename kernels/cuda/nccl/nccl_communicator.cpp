@@ -37,6 +37,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace c10d_func {
@@ -352,17 +353,30 @@ class NcclCommunicator final : public Communicator,
     c10::cuda::CUDAGuard guard(device_);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    ncclComm_t child = nullptr;
+    // Non-blocking, NCCL's background job writes the child's handle only once the split is done
+    // (null until then), and the parent's state need not show that job. The slot lives on the
+    // heap and is let go of on failure, so a job finishing after we gave up writes no dead stack.
+    auto slot = std::make_unique<ncclComm_t>(nullptr);
     const auto deadline = Clock::now() + timeout_;
     // A negative color: this member joins the split call but no part of it.
     const int nccl_color = color < 0 ? NCCL_SPLIT_NOCOLOR : static_cast<int>(color);
-    check(ncclCommSplit(comm_, nccl_color, static_cast<int>(key), &child, &config), comm_,
+    check(ncclCommSplit(comm_, nccl_color, static_cast<int>(key), slot.get(), &config), comm_,
           deadline, "ncclCommSplit");
     if (color < 0) {
       return nullptr;
     }
-    TORCH_CHECK(child != nullptr, "c10d_func: ncclCommSplit gave no communicator for color ",
-                color);
+    ncclComm_t child = nullptr;
+    while ((child = __atomic_load_n(slot.get(), __ATOMIC_ACQUIRE)) == nullptr) {
+      std::optional<std::string> error = async_error();
+      if (error || Clock::now() > deadline) {
+        (void)slot.release();
+        TORCH_CHECK(false, "c10d_func: ncclCommSplit (color ", color, ") ",
+                    error ? "failed: " + *error
+                          : std::string("did not complete within C10D_FUNC_TIMEOUT (a member "
+                                        "may be missing)"));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
     wait_until_ready(child, deadline, "ncclCommSplit");
     return std::make_shared<NcclCommunicator>(child, device_, timeout_);
   }
