@@ -16,6 +16,7 @@
 #include <set>
 #include <shared_mutex>
 #include <sstream>
+#include <thread>
 #include <tuple>
 #include <unordered_map>
 
@@ -119,6 +120,7 @@ struct GroupRegistry::Impl {
   std::mutex mutex;
   std::optional<World> world;
   WorldProvider provider;
+  GroupBinder binder;
   std::map<c10::DeviceType, std::map<std::string, Transport>> transports;
   std::map<std::pair<c10::DeviceType, std::string>, std::string> chosen; // (device, tag) -> name
   std::map<Key, std::shared_ptr<Slot>> slots;
@@ -140,7 +142,41 @@ struct GroupRegistry::Impl {
     cache.clear();
     ++cache_epoch;
   }
+
+  // A thread's scope starts with the process's configuration and no world or groups.
+  void copy_config_from(Impl& other) {
+    std::lock_guard<std::mutex> lock(other.mutex);
+    provider = other.provider;
+    binder = other.binder;
+    transports = other.transports;
+    chosen = other.chosen;
+  }
 };
+
+namespace {
+
+// The calling thread's own scope when its world is per-thread; null: the process's scope.
+thread_local GroupRegistry::Impl* thread_scope = nullptr;
+
+// Owns the thread scopes. A scope lives until its thread's world changes again, not until the
+// thread exits: thread-exit destructors run where Python can no longer take back the
+// ProcessGroups a scope holds.
+std::mutex thread_scopes_mutex;
+std::map<std::thread::id, std::shared_ptr<GroupRegistry::Impl>>& thread_scopes() {
+  static auto* scopes = new std::map<std::thread::id, std::shared_ptr<GroupRegistry::Impl>>();
+  return *scopes;
+}
+
+GroupRegistry::Impl& process_scope() {
+  static auto* state = new GroupRegistry::Impl();
+  return *state;
+}
+
+bool names_a_process_group(std::string_view tag) {
+  return tag.substr(0, 4) == "ptd:";
+}
+
+} // namespace
 
 std::string ResolvedGroup::describe() const {
   return spec.describe() + ", chunk " + chunk.describe();
@@ -172,8 +208,57 @@ GroupRegistry& GroupRegistry::instance() {
 }
 
 GroupRegistry::Impl& GroupRegistry::impl() {
-  static auto* state = new Impl();
-  return *state;
+  return thread_scope ? *thread_scope : process_scope();
+}
+
+void GroupRegistry::enter_thread_scope() {
+  auto scope = std::make_shared<Impl>();
+  scope->copy_config_from(process_scope());
+  std::shared_ptr<Impl> previous;
+  {
+    std::lock_guard<std::mutex> lock(thread_scopes_mutex);
+    auto& owned = thread_scopes()[std::this_thread::get_id()];
+    previous = std::move(owned);
+    owned = scope;
+  }
+  thread_scope = scope.get();
+  // `previous` (the thread's earlier world) is released here, by the thread that owned it.
+}
+
+void GroupRegistry::leave_thread_scope() {
+  std::shared_ptr<Impl> previous;
+  {
+    std::lock_guard<std::mutex> lock(thread_scopes_mutex);
+    auto it = thread_scopes().find(std::this_thread::get_id());
+    if (it != thread_scopes().end()) {
+      previous = std::move(it->second);
+      thread_scopes().erase(it);
+    }
+  }
+  thread_scope = nullptr;
+}
+
+void GroupRegistry::world_changed(bool per_thread, bool initialised) {
+  if (per_thread) {
+    enter_thread_scope(); // the thread's world is resolved again, lazily, from torch's
+    return;
+  }
+  leave_thread_scope();
+  if (!initialised) {
+    shutdown(); // the default group is gone: so are the groups formed in its world
+  }
+  {
+    std::lock_guard<std::mutex> lock(impl().mutex);
+    if (impl().world && impl().world->origin != "init") {
+      impl().world.reset(); // the next call resolves the new world
+    }
+  }
+  impl().clear_cache();
+}
+
+void GroupRegistry::set_group_binder(GroupBinder binder) {
+  std::lock_guard<std::mutex> lock(impl().mutex);
+  impl().binder = std::move(binder);
 }
 
 void GroupRegistry::set_world(World world) {
@@ -258,7 +343,12 @@ World GroupRegistry::world(std::string_view op) {
       found.has_value(), "c10d_func.", op, ": no world to resolve the group against: call ",
       "torch.distributed.init_process_group(...) or c10d_func.init(store, rank, world_size), or ",
       "set MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE");
-  lock.lock();
+  if (found->per_thread && thread_scope == nullptr) {
+    // The default group of this thread was made before c10d_func could follow it: give the
+    // thread its scope now (resolve() notices and starts over in it).
+    enter_thread_scope();
+  }
+  std::lock_guard<std::mutex> relock(impl().mutex);
   if (!impl().world) {
     impl().world = std::move(found);
   }
@@ -286,6 +376,9 @@ std::shared_ptr<const ResolvedGroup> GroupRegistry::resolve(
   auto resolved = std::make_shared<ResolvedGroup>();
   resolved->spec = GroupSpec::parse(op, tag, ranks, group_size);
   const World world = this->world(op);
+  if (&impl() != &state) {
+    return resolve(op, device, tag, ranks, group_size); // the world moved this thread's scope
+  }
   resolved->spec.check_world(op, world.size);
   resolved->chunk = resolved->spec.chunk_of(op, world.rank);
   resolved->communicator = communicator(op, device, resolved->spec, resolved->chunk);
@@ -303,21 +396,30 @@ std::shared_ptr<Communicator> GroupRegistry::communicator(
     c10::Device device,
     const GroupSpec& spec,
     const Chunk& chunk) {
-  {
-    // A communicator bound with register_group wins over any transport. It is bound for a
-    // device type (a ProcessGroup picks its own device index), so look for the exact device,
-    // then for any index of its type.
-    std::lock_guard<std::mutex> lock(impl().mutex);
-    for (const c10::Device bound : {device, c10::Device(device.type())}) {
-      auto it = impl().slots.find(key_of(bound, spec.tag, chunk));
-      if (it != impl().slots.end() && it->second->origin == "registered") {
-        return it->second->communicator;
+  // A communicator bound with register_group wins over any transport.
+  if (auto bound = registered(device, spec.tag, chunk)) {
+    return bound;
+  }
+  const World world = this->world(op);
+  if (names_a_process_group(spec.tag) || world.delegated) {
+    GroupBinder binder;
+    {
+      std::lock_guard<std::mutex> lock(impl().mutex);
+      binder = impl().binder;
+    }
+    if (binder && binder(op, device, spec.tag, spec.ranks, spec.group_size, world.delegated)) {
+      if (auto bound = registered(device, spec.tag, chunk)) {
+        return bound;
       }
     }
+    TORCH_CHECK(!world.delegated, "c10d_func.", op, ": ranks ", chunk.describe(), " (tag='",
+                spec.tag, "') have no torch.distributed process group to run on, and this ",
+                "world's collectives run only on torch's groups (ranks are threads, the world is ",
+                "fake, or its default group is written in Python): create the group with ",
+                "torch.distributed.new_group on every rank, or pass it as group=");
   }
   const Transport transport = transport_for(op, device.type(), spec.tag);
   if (transport.splits_world) {
-    const World world = this->world(op);
     if (partitions_world(spec, world.size)) {
       split_world(op, device, spec, chunk, transport, world);
     }
@@ -331,6 +433,20 @@ std::shared_ptr<Communicator> GroupRegistry::communicator(
         "c10d_func.shutdown() on every member");
   }
   return communicator;
+}
+
+std::shared_ptr<Communicator> GroupRegistry::registered(c10::Device device, const std::string& tag,
+                                                       const Chunk& chunk) {
+  // Bound for a device type (a ProcessGroup picks its own device index): look for the exact
+  // device, then for any index of its type.
+  std::lock_guard<std::mutex> lock(impl().mutex);
+  for (const c10::Device bound : {device, c10::Device(device.type())}) {
+    auto it = impl().slots.find(key_of(bound, tag, chunk));
+    if (it != impl().slots.end() && it->second->origin == "registered") {
+      return it->second->communicator;
+    }
+  }
+  return nullptr;
 }
 
 void GroupRegistry::split_world(std::string_view op, c10::Device device, const GroupSpec& spec,

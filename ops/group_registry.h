@@ -53,6 +53,13 @@ struct Transport {
 
 using WorldProvider = std::function<std::optional<World>()>;
 
+// Binds torch's ProcessGroup for a group that has no communicator yet, when one is meant to serve
+// it: the group named by a `ptd:<name>` tag, or, in a delegated world, the group of those ranks.
+// Returns whether it bound one (through register_communicator, for the caller's chunk).
+using GroupBinder = std::function<bool(std::string_view op, c10::Device device,
+                                       const std::string& tag, const std::vector<int64_t>& ranks,
+                                       int64_t group_size, bool delegated)>;
+
 // A (device, tag, ranks, group_size) resolved for the calling process: the validated group, the
 // caller's chunk and its communicator. Kernels get one per call from GroupRegistry::resolve,
 // cached, so the per-call path parses, allocates and formats nothing.
@@ -83,10 +90,17 @@ std::shared_ptr<Communicator> form_communicator(std::string_view op, const Trans
 
 class GroupRegistry {
  public:
+  struct Impl; // one world's registry state (see impl())
   static GroupRegistry& instance();
 
   void set_world(World world);
   void set_world_provider(WorldProvider provider);
+  void set_group_binder(GroupBinder binder);
+  // torch.distributed's default group changed (init_process_group / destroy_process_group) in
+  // the calling thread. A per-thread world gets a fresh scope of its own for this thread;
+  // otherwise the process's world is forgotten (an explicit init() world stays) and, when the
+  // default group is gone, its communicators are waited for and dropped.
+  void world_changed(bool per_thread, bool initialised);
   // Adds (or replaces) a transport for `device`.
   void add_transport(c10::DeviceType device, Transport transport);
   // Which transport serves `device` for `tag` ("" = every tag without a choice of its own).
@@ -124,11 +138,17 @@ class GroupRegistry {
 
  private:
   GroupRegistry() = default;
+  // The registry state of the calling thread's world: the process's, or the thread's own when
+  // ranks are threads. Configuration (transports, choices, provider, binder) is copied into a
+  // thread's scope when it is made.
+  Impl& impl();
+  void enter_thread_scope();
+  void leave_thread_scope();
   // The transport `name` of `device`, with the registry lock held.
   Transport find_transport_locked(std::string_view op, c10::DeviceType device,
                                   const std::string& name, const std::string& tag);
-  struct Impl;
-  Impl& impl();
+  std::shared_ptr<Communicator> registered(c10::Device device, const std::string& tag,
+                                           const Chunk& chunk);
   std::shared_ptr<Communicator> communicator(
       std::string_view op,
       c10::Device device,

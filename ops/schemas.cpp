@@ -28,4 +28,7 @@ TORCH_LIBRARY(c10d_func, m) {
   m.def("scatter(Tensor self, int src, str tag, int[] ranks, int group_size) -> Tensor", rows);
   m.def("permute(Tensor self, int[] src_dst, str tag, int[] ranks, int group_size) -> Tensor", pt2);
   m.def("wait_tensor(Tensor self) -> Tensor", pt2);
+  // The batched wait (torch's newer API): a composite of wait_tensor, so traced graphs hold one
+  // wait per tensor and every dispatch key's behaviour is wait_tensor's.
+  m.def("wait_tensors(Tensor[] tensors) -> Tensor[]", pt2);
 }

@@ -17,6 +17,12 @@ struct World {
   int64_t rank = -1;
   int64_t size = 0;
   std::string origin; // "init", "default process group", "env://"
+  // The world's groups are torch's own and c10d_func must not rendezvous beside them: ranks that
+  // are threads of one process, a fake world, a default group implemented in Python. Every group
+  // then runs on the torch ProcessGroup of its ranks, as torch's functional collectives do.
+  bool delegated = false;
+  // Each thread of the process is a rank of its own world (torch's threaded test harness).
+  bool per_thread = false;
 };
 
 // C10D_FUNC_TIMEOUT (seconds, may be fractional), read at each use; 300 s when unset.

@@ -163,7 +163,7 @@ int64_t total_numel(const std::vector<at::Tensor>& tensors) {
 FuncBackend::FuncBackend(FuncBackendOptions options)
     : Backend(static_cast<int>(options.rank), static_cast<int>(options.size)),
       options_(std::move(options)),
-      tag_("pg:" + options_.name),
+      tag_("ptd:" + options_.name),
       group_(std::make_shared<const std::string>("process group '" + options_.name +
                                                  "' (ranks " + format_ranks(options_.members) +
                                                  ")")),

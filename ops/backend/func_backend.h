@@ -42,7 +42,7 @@ class FuncBackend final : public c10d::Backend {
 
   explicit FuncBackend(FuncBackendOptions options);
 
-  // "pg:<group name>": the tag the functional API gives this group (python/c10d_func/_groups.py).
+  // "ptd:<group name>": the tag the functional API gives this group (python/c10d_func/_groups.py).
   const std::string& tag() const { return tag_; }
   const std::vector<int64_t>& members() const { return options_.members; }
   // This group's communicator for `device`, formed on first use by every member.

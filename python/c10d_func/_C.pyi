@@ -15,6 +15,8 @@ class _WorldInfo(TypedDict):
     rank: int
     world_size: int
     origin: str  # "env://", "default process group" or "init"
+    delegated: bool  # collectives run only on torch's own groups (threads, fake, Python group)
+    per_thread: bool  # each thread is a rank of its own world (torch's threaded harness)
 
 class _GroupInfo(TypedDict):
     device: str  # "cpu" or "cuda"
@@ -28,9 +30,11 @@ class _GroupInfo(TypedDict):
 def init(store: Store, rank: int, world_size: int) -> None:
     """Sets the world explicitly; `store` is shared by every process of the job."""
 
-def set_world_provider(provider: Callable[[], tuple[Store, int, int] | None]) -> None:
-    """Installs the callable that offers (store, rank, world_size) of an initialised default
-    process group, consulted before the env:// variables."""
+def set_world_provider(
+    provider: Callable[[], tuple[Store, int, int, bool, bool] | None],
+) -> None:
+    """Installs the callable that offers (store, rank, world_size, delegated, per_thread) of an
+    initialised default process group, consulted before the env:// variables."""
 
 def add_backend_transport(
     device: str, name: str, factory: Callable[[Store, int, int, float], Any]
@@ -74,3 +78,16 @@ def split_backend(parent: Any, child: Any | None, color: int, key: int) -> None:
 
 def is_func_backend(backend: Any) -> bool:
     """Whether a c10d Backend is c10d_func's own."""
+
+def set_group_binder(binder: Callable[[str, str, str, list[int], int, bool], bool]) -> None:
+    """Installs the callable that binds torch's ProcessGroup for a group with no communicator
+    yet: binder(op, device, tag, ranks, group_size, delegated) -> whether it bound one."""
+
+def register_process_group(
+    group: Any, device: str, tag: str, ranks: list[int], has_reduce: bool = True
+) -> None:
+    """Binds a whole ProcessGroup (written in Python, or fake) for `device` under `tag`; its own
+    methods run the collectives (a group without reduce reduces through its all-reduce)."""
+
+def world_changed(per_thread: bool, initialised: bool) -> None:
+    """torch.distributed's default group changed in the calling thread (init or destroy)."""

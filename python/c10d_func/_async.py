@@ -18,7 +18,7 @@ from torch.fx.experimental.proxy_tensor import get_proxy_mode
 from torch.utils._pytree import tree_map_only
 from typing_extensions import Self
 
-__all__ = ["AsyncCollectiveTensor", "wait_tensor", "wrap_output"]
+__all__ = ["AsyncCollectiveTensor", "wait_tensor", "wait_tensors", "wrap_output"]
 
 
 def wait_tensor(tensor: torch.Tensor) -> torch.Tensor:
@@ -28,6 +28,11 @@ def wait_tensor(tensor: torch.Tensor) -> torch.Tensor:
     stream wait for it. A tensor with no pending collective is returned at once.
     """
     return torch.ops.c10d_func.wait_tensor(tensor)
+
+
+def wait_tensors(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """`wait_tensor` of every tensor of the list, in one call; returns the waited tensors."""
+    return torch.ops.c10d_func.wait_tensors(list(tensors))
 
 
 def _is_view_op(func: torch._ops.OpOverload) -> bool:
@@ -70,7 +75,9 @@ class AsyncCollectiveTensor(torch.Tensor):
             dtype=elem.dtype,
             layout=elem.layout,
             device=elem.device,
-            requires_grad=False,
+            # As torch's: a wrapper of an output that requires grad does too (the API wraps such
+            # outputs through _WrapAsync, which also links the wrapper into the graph).
+            requires_grad=elem.requires_grad,
         )
         wrapper.elem = elem
         wrapper.completed = False

@@ -6,11 +6,17 @@ collectives accept is desugared here:
 
 - ``list[int]``: one group, those global ranks;
 - ``list[list[int]]``: equal-sized disjoint groups, flattened (one call serves each of them);
-- ``ProcessGroup``: its global ranks, bound in the registry to a tag derived from the group, so
-  the call runs on that very group;
+- ``ProcessGroup``: its global ranks, bound in the registry to the group's tag
+  (``ptd:<group name>``, as torch names its groups' tags), so the call runs on that very group,
+  whatever implements it (a C++ backend, a Python subclass, a fake group);
 - a group name (``str``, torch's ``GroupName``): the ProcessGroup of that name;
-- a 1-D ``DeviceMesh``: every rank of the mesh;
-- ``(DeviceMesh, dim)``: every group along mesh dimension ``dim`` at once (dim may be its name).
+- a 1-D ``DeviceMesh``: every rank of the mesh, on the mesh's own group;
+- ``(DeviceMesh, dim)``: every group along mesh dimension ``dim`` at once (dim may be its name),
+  each member on its own mesh group along ``dim``.
+
+A graph holds only the plain data. Run elsewhere (an exported program in a new job, a compiled
+one in another thread-rank), a ``ptd:<name>`` tag runs on the group of that name there when one
+exists with the same ranks, and otherwise on c10d_func's own communicator for those ranks.
 
 Under torch.compile the resolution runs once at trace time (see `resolve_group`) and its result is
 baked into the graph as literals; eager calls and make_fx / export tracing run it as plain Python.
@@ -19,10 +25,12 @@ baked into the graph as literals; eager calls and make_fx / export tracing run i
 from __future__ import annotations
 
 import operator
+import threading
 from typing import TYPE_CHECKING, Union
 
 import torch
 import torch.distributed as dist
+from torch.utils._python_dispatch import _disable_current_modes
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -39,25 +47,48 @@ RANK_TYPES = Union[
     str,
 ]
 
-# (tag, ranks) -> the ProcessGroup bound to it, so each group is registered once per process.
-# Holding the group keeps the binding's identity check meaningful (ids are never reused).
-_bound: dict[tuple[str, tuple[int, ...]], dist.ProcessGroup] = {}
+# world scope -> (tag, ranks) -> the ProcessGroup bound to it, so each group is registered once per
+# world. The scope is 0 for the process, the thread's id where ranks are threads (each thread has
+# a world, and a registry scope, of its own). Holding the group keeps the identity check
+# meaningful (ids are never reused).
+_bound: dict[int, dict[tuple[str, tuple[int, ...]], dist.ProcessGroup]] = {}
+
+
+def _scope(per_thread: bool) -> int:
+    return threading.get_ident() if per_thread else 0
+
+
+def forget_bound(per_thread: bool) -> None:
+    """The world of the calling thread (or process) changed: its bindings are gone."""
+    _bound.pop(_scope(per_thread), None)
+
+
+def group_name(pg: dist.ProcessGroup) -> str:
+    """The name torch registered `pg` under. A group written in Python may never have been told
+    its name (torch hands the object itself back as the group), but torch's world records it."""
+    try:
+        return pg.group_name
+    except RuntimeError:
+        return dist.distributed_c10d._get_process_group_name(pg)
 
 
 def _process_group_tag(pg: dist.ProcessGroup) -> str:
-    # group_name is agreed by every member of the group (torch derives it from the ranks and a
-    # creation counter), so every member bakes the same tag into its graph.
-    return f"pg:{pg.group_name}"
+    # The name is agreed by every member of the group (torch derives it from the ranks and a
+    # creation counter), so every member bakes the same tag into its graph. torch tags its own
+    # groups "ptd:<name>" too.
+    return f"ptd:{group_name(pg)}"
 
 
-def _bind(pg: dist.ProcessGroup, tag: str, ranks: list[int]) -> None:
+def bind(pg: dist.ProcessGroup, tag: str, ranks: list[int]) -> None:
+    """Registers `pg` for (`tag`, `ranks`) in the calling thread's world, once."""
+    from ._registry import register_group, world_is_per_thread
+
+    bound = _bound.setdefault(_scope(world_is_per_thread()), {})
     key = (tag, tuple(ranks))
-    if _bound.get(key) is pg:
+    if bound.get(key) is pg:
         return
-    from ._registry import register_group
-
     register_group(pg, tag)
-    _bound[key] = pg
+    bound[key] = pg
 
 
 def _from_process_group(pg: dist.ProcessGroup | int, tag: str) -> tuple[str, list[int], int]:
@@ -69,7 +100,7 @@ def _from_process_group(pg: dist.ProcessGroup | int, tag: str) -> tuple[str, lis
         )
     ranks = dist.get_process_group_ranks(pg)
     tag = tag or _process_group_tag(pg)
-    _bind(pg, tag, ranks)
+    bind(pg, tag, ranks)
     return tag, ranks, len(ranks)
 
 
@@ -88,13 +119,33 @@ def _mesh_dim(mesh: DeviceMesh, dim: int | str) -> int:
     return dim % mesh.ndim
 
 
+def _mesh_group(mesh: DeviceMesh, dim: int) -> dist.ProcessGroup | None:
+    """The caller's group along `dim`, or None for a mesh made without groups."""
+    try:
+        pg = mesh.get_group(dim)
+    except (RuntimeError, ValueError, KeyError, AttributeError, AssertionError):
+        return None
+    return pg if isinstance(pg, dist.ProcessGroup) else None
+
+
 def _from_mesh_dim(mesh: DeviceMesh, dim: int | str, tag: str) -> tuple[str, list[int], int]:
     dim = _mesh_dim(mesh, dim)
     size = mesh.size(dim)
     # Rows of this matrix are the groups along `dim` (every other coordinate fixed), so chunks of
     # `size` in its flattening are exactly those groups and one call serves all of them.
-    groups = mesh.mesh.transpose(dim, -1).reshape(-1, size)
-    return tag, [int(r) for r in groups.flatten().tolist()], size
+    # Plain arithmetic on the mesh's own rank tensor: no mode active while tracing (make_fx,
+    # fake tensors) may record or intercept it.
+    with _disable_current_modes():
+        groups = mesh.mesh.transpose(dim, -1).reshape(-1, size)
+        ranks = [int(r) for r in groups.flatten().tolist()]
+    pg = _mesh_group(mesh, dim)
+    if pg is not None:
+        # Each member runs on its own mesh group (named in its graph by that group's tag), as
+        # torch's functional collectives do; a graph run where the group does not exist falls
+        # back to c10d_func's communicator for the same ranks.
+        tag = tag or _process_group_tag(pg)
+        bind(pg, tag, dist.get_process_group_ranks(pg))
+    return tag, ranks, size
 
 
 def _from_rank_lists(group: list, tag: str) -> tuple[str, list[int], int]:
@@ -160,7 +211,7 @@ def resolve_group(group: RANK_TYPES, tag: str = "") -> tuple[str, list[int], int
     if isinstance(group, dist.ProcessGroup):
         # Dynamo hands constant functions an opaque stand-in for a ProcessGroup, but can read its
         # name, which leads back to the very group.
-        group = group.group_name
+        group = group_name(group)
     elif isinstance(group, tuple) and len(group) == 2 and isinstance(group[1], int):
         group = (group[0], operator.index(group[1]))  # a literal dim, as for the ranks above
     return _resolve_constant(group, tag)

@@ -18,12 +18,104 @@ import torch.distributed as dist
 from . import _C
 
 
-def _default_group_world() -> tuple[Any, int, int] | None:
+# Default groups whose world c10d_func must not rendezvous in: its ranks are threads of one
+# process, or it is fake (no peers exist).
+_DELEGATING_BACKENDS = frozenset({"threaded", "fake"})
+
+
+def world_is_per_thread() -> bool:
+    """True under torch's threaded test harness, where each thread is a rank with its own world
+    (torch swaps its world record for a thread-local one)."""
+    return type(dist.distributed_c10d._world).__name__ == "ThreadLocalWorld"
+
+
+def _delegates(pg: dist.ProcessGroup) -> bool:
+    """Whether collectives of this default group's world must run on torch's own groups."""
+    if world_is_per_thread() or type(pg) is not dist.ProcessGroup:
+        return True  # threads as ranks, or a default group written in Python
+    try:
+        return dist.get_backend(pg) in _DELEGATING_BACKENDS
+    except (RuntimeError, ValueError):
+        return True
+
+
+def _default_group_world() -> tuple[Any, int, int, bool, bool] | None:
     if not (dist.is_available() and dist.is_initialized()):
         return None
-    from torch.distributed.distributed_c10d import _get_default_store
+    from torch.distributed.distributed_c10d import _get_default_group, _get_default_store
 
-    return _get_default_store(), dist.get_rank(), dist.get_world_size()
+    pg = _get_default_group()
+    # The group's own rank, not dist.get_rank(): LocalTensorMode patches that to a symbolic
+    # value standing for every simulated rank at once.
+    return _get_default_store(), pg.rank(), pg.size(), _delegates(pg), world_is_per_thread()
+
+
+def _process_group_named(name: str) -> dist.ProcessGroup | None:
+    from torch.distributed.distributed_c10d import _resolve_process_group
+
+    try:
+        return _resolve_process_group(name)
+    except (RuntimeError, ValueError, KeyError):
+        return None
+
+
+def _torch_group_of_chunk(tag: str, ranks: list[int], group_size: int) -> dist.ProcessGroup | None:
+    """torch's group of the caller's chunk of `ranks`: an existing one (as torch's functional
+    collectives find it), else a new one made by the chunk's members alone, so each chunk of a
+    partition forms independently."""
+    from torch.distributed.distributed_c10d import _find_pg_by_ranks_and_tag, _get_default_group
+
+    me = _get_default_group().rank()
+    chunks = [ranks[i : i + group_size] for i in range(0, len(ranks), group_size)]
+    mine = next((chunk for chunk in chunks if me in chunk), None)
+    if mine is None or list(mine) != sorted(mine):
+        return None  # torch's groups list their ranks in order; the caller explains
+    pg = _find_pg_by_ranks_and_tag(tag, list(mine))
+    if pg is None:
+        pg = dist.new_group(list(mine), use_local_synchronization=True)
+    return pg
+
+
+def _bind_on_first_use(
+    op: str, device: str, tag: str, ranks: list[int], group_size: int, delegated: bool
+) -> bool:
+    """Called by the registry for a group that has no communicator yet. A `ptd:<name>` tag is
+    the torch group of that name where it exists here (an exported or compiled graph running in
+    another process or thread finds that process's or thread's group); in a delegated world any
+    other group is torch's group of those ranks, found or created as torch's own functional
+    collectives do. Binds it for `tag` and says whether it did."""
+    pg = None
+    if tag.startswith("ptd:"):
+        pg = _process_group_named(tag[len("ptd:"):])
+    if pg is None and delegated:
+        pg = _torch_group_of_chunk(tag, ranks, group_size)
+    if not isinstance(pg, dist.ProcessGroup):
+        return False
+    from ._groups import bind
+
+    bind(pg, tag, dist.get_process_group_ranks(pg))
+    return True
+
+
+def _follow_default_group() -> None:
+    """Makes the registry follow torch.distributed's default group: init_process_group and
+    destroy_process_group both end in `_update_default_pg`, which runs in the thread whose world
+    changes (every thread, under the threaded harness)."""
+    c10d = dist.distributed_c10d
+    update = c10d._update_default_pg
+    if getattr(update, "_c10d_func_follows", False):
+        return
+
+    def _update_default_pg(pg: dist.ProcessGroup | None) -> None:
+        update(pg)
+        from ._groups import forget_bound
+
+        per_thread = world_is_per_thread()
+        forget_bound(per_thread)
+        _C.world_changed(per_thread, pg is not None)
+
+    _update_default_pg._c10d_func_follows = True  # type: ignore[attr-defined]
+    c10d._update_default_pg = _update_default_pg
 
 
 def _make_gloo(store: Any, rank: int, size: int, timeout_seconds: float) -> Any:
@@ -48,6 +140,9 @@ def _settle_at_exit() -> None:
 def install() -> None:
     atexit.register(_settle_at_exit)
     _C.set_world_provider(_default_group_world)
+    _C.set_group_binder(_bind_on_first_use)
+    if dist.is_available():
+        _follow_default_group()
     # torch's ProcessGroupGloo moves CPU tensors, and CUDA tensors through host memory: it is
     # the CPU transport and the alternative CUDA transport (NCCL is the CUDA default).
     for device in ("cpu", "cuda"):
@@ -86,18 +181,25 @@ def _backend_devices(pg: dist.ProcessGroup) -> list[str]:
 def register_group(pg: dist.ProcessGroup, tag: str = "") -> None:
     """Binds an existing ProcessGroup so that calls naming its global ranks and `tag` use it.
 
-    Works for any backend the group carries (Gloo, NCCL, third-party); every device the group has
-    a backend for is bound. Like torch's `new_group`, every rank may call it: on a rank outside
-    the group (which `new_group` hands a non-member sentinel) it does nothing.
+    Works for any ProcessGroup. One carrying C++ backends (Gloo, NCCL, c10d_func, third-party)
+    is bound per device through them; any other (a subclass written in Python, such as torch's
+    threaded test group or a `Backend.register_backend` plugin, or a fake group) is called
+    through its own methods, as torch's functional collectives call it. Like torch's
+    `new_group`, every rank may call it: on a rank outside the group (which `new_group` hands a
+    non-member sentinel) it does nothing.
     """
     if not isinstance(pg, dist.ProcessGroup):
         if pg == dist.GroupMember.NON_GROUP_MEMBER:
             return
         raise TypeError(f"c10d_func.register_group: argument 'pg' must be a ProcessGroup, got {pg!r}")
     ranks = dist.get_process_group_ranks(pg)
-    devices = _backend_devices(pg)
+    devices = _backend_devices(pg) if type(pg) is dist.ProcessGroup else []
     if not devices:
-        raise ValueError(f"c10d_func.register_group: process group {pg} has no cpu or cuda backend")
+        # Its methods are the way in: they serve whatever device its tensors are on.
+        has_reduce = type(pg).reduce is not dist.ProcessGroup.reduce
+        for device in ("cpu", "cuda"):
+            _C.register_process_group(pg, device, tag, ranks, has_reduce)
+        return
     for device in devices:
         _C.register_backend(pg._get_backend(torch.device(device)), device, tag, ranks)
 
@@ -122,4 +224,4 @@ def shutdown() -> None:
     _C.shutdown()
     from . import _groups
 
-    _groups._bound.clear()
+    _groups.forget_bound(world_is_per_thread())

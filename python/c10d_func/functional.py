@@ -14,9 +14,14 @@ the group. Every function is differentiable through the ops' Autograd kernels, s
 
 from __future__ import annotations
 
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import torch
 
-from ._async import AsyncCollectiveTensor, wait_tensor, wrap_output
+from ._async import AsyncCollectiveTensor, wait_tensor, wait_tensors, wrap_output
 from ._groups import RANK_TYPES, resolve_group
 
 __all__ = [
@@ -44,9 +49,53 @@ __all__ = [
     "reduce_scatter_tensor_coalesced",
     "scatter",
     "wait_tensor",
+    "wait_tensors",
 ]
 
 _ops = torch.ops.c10d_func
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+# Our names whose counterpart an older torch spells differently.
+_TORCH_NAMES = {
+    "all_gather_single": "all_gather_tensor",
+    "reduce_scatter_single": "reduce_scatter_tensor",
+    "all_gather_single_coalesced": "all_gather_into_tensor_coalesced",
+    "reduce_scatter_single_coalesced": "reduce_scatter_tensor_coalesced",
+}
+
+
+def _local_tensor_mode_active() -> bool:
+    if torch.compiler.is_compiling():
+        return False
+    module = sys.modules.get("torch.distributed._local_tensor")
+    return module is not None and module.enabled_local_tensor_mode() is not None
+
+
+def _simulated_by_torch_under_local_tensor_mode(fn: _F) -> _F:
+    """Under torch's LocalTensorMode every rank is simulated in one process and the mode knows
+    how to run torch's functional collectives across the simulated ranks (c10d_func's ops it
+    would run once per rank, each on its own): there the call goes to torch's function of the
+    same name. gather, scatter and reduce have none and raise."""
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def dispatch(*args: Any, **kwargs: Any) -> Any:
+        if _local_tensor_mode_active():
+            from torch.distributed import _functional_collectives as torch_funcol
+
+            torch_fn = getattr(torch_funcol, name, None) or getattr(
+                torch_funcol, _TORCH_NAMES.get(name, name), None
+            )
+            if torch_fn is None:
+                raise NotImplementedError(
+                    f"c10d_func.{name}: not available under LocalTensorMode, which simulates "
+                    "only torch's functional collectives, and torch has no such function"
+                )
+            return torch_fn(*args, **kwargs)
+        return fn(*args, **kwargs)
+
+    return dispatch  # type: ignore[return-value]
 
 
 def _checked_dim(dim: int, ndim: int, arg: str, fn: str) -> int:
@@ -91,6 +140,7 @@ def _blocks_from_dim(
     return blocks.movedim(dim, 0).flatten(0, 1)
 
 
+@_simulated_by_torch_under_local_tensor_mode
 def all_reduce(self: torch.Tensor, reduceOp: str, group: RANK_TYPES, tag: str = "") -> torch.Tensor:
     """Reduces `self` across the group; every member gets the result.
 
@@ -103,6 +153,7 @@ def all_reduce(self: torch.Tensor, reduceOp: str, group: RANK_TYPES, tag: str = 
     return wrap_output(_ops.all_reduce(self, reduceOp.lower(), tag, ranks, group_size))
 
 
+@_simulated_by_torch_under_local_tensor_mode
 def all_gather_single(
     self: torch.Tensor, gather_dim: int, group: RANK_TYPES, tag: str = ""
 ) -> torch.Tensor:
@@ -116,6 +167,7 @@ def all_gather_single(
     return _gathered_to_dim(gathered, group_size, dim)
 
 
+@_simulated_by_torch_under_local_tensor_mode
 def reduce_scatter_single(
     self: torch.Tensor, reduceOp: str, scatter_dim: int, group: RANK_TYPES, tag: str = ""
 ) -> torch.Tensor:
@@ -128,6 +180,7 @@ def reduce_scatter_single(
     return wrap_output(_ops.reduce_scatter_tensor(blocks, reduceOp.lower(), tag, ranks, group_size))
 
 
+@_simulated_by_torch_under_local_tensor_mode
 def all_reduce_coalesced(
     self: list[torch.Tensor], reduceOp: str, group: RANK_TYPES, tag: str = ""
 ) -> list[torch.Tensor]:
@@ -140,6 +193,7 @@ def all_reduce_coalesced(
     return [wrap_output(t) for t in outputs]
 
 
+@_simulated_by_torch_under_local_tensor_mode
 def all_gather_single_coalesced(
     self: list[torch.Tensor], group: RANK_TYPES, tag: str = ""
 ) -> list[torch.Tensor]:
@@ -151,6 +205,7 @@ def all_gather_single_coalesced(
     return [wrap_output(t) for t in outputs]
 
 
+@_simulated_by_torch_under_local_tensor_mode
 def reduce_scatter_single_coalesced(
     inputs: list[torch.Tensor],
     reduceOp: str,
@@ -176,6 +231,7 @@ def reduce_scatter_single_coalesced(
     return [wrap_output(t) for t in outputs]
 
 
+@_simulated_by_torch_under_local_tensor_mode
 def all_to_all_single(
     self: torch.Tensor,
     output_split_sizes: list[int] | None,
@@ -199,12 +255,14 @@ def all_to_all_single(
     )
 
 
+@_simulated_by_torch_under_local_tensor_mode
 def broadcast(self: torch.Tensor, src: int, group: RANK_TYPES, tag: str = "") -> torch.Tensor:
     """Every member gets member `src`'s `self` (`src` is an index inside the group)."""
     tag, ranks, group_size = resolve_group(group, tag)
     return wrap_output(_ops.broadcast(self, src, tag, ranks, group_size))
 
 
+@_simulated_by_torch_under_local_tensor_mode
 def permute_tensor(
     self: torch.Tensor, src_dst: list[int], group: RANK_TYPES, tag: str = ""
 ) -> torch.Tensor:
@@ -214,6 +272,7 @@ def permute_tensor(
     return wrap_output(_ops.permute(self, list(src_dst), tag, ranks, group_size))
 
 
+@_simulated_by_torch_under_local_tensor_mode
 def reduce(
     self: torch.Tensor, reduceOp: str, dst: int, group: RANK_TYPES, tag: str = ""
 ) -> torch.Tensor:
@@ -223,6 +282,7 @@ def reduce(
     return wrap_output(_ops.reduce(self, reduceOp.lower(), dst, tag, ranks, group_size))
 
 
+@_simulated_by_torch_under_local_tensor_mode
 def gather(self: torch.Tensor, dst: int, group: RANK_TYPES, tag: str = "") -> torch.Tensor:
     """Concatenates every member's `self` on dim 0, in group order, on member `dst`.
 
@@ -232,6 +292,7 @@ def gather(self: torch.Tensor, dst: int, group: RANK_TYPES, tag: str = "") -> to
     return wrap_output(_ops.gather(self, dst, tag, ranks, group_size))
 
 
+@_simulated_by_torch_under_local_tensor_mode
 def scatter(self: torch.Tensor, src: int, group: RANK_TYPES, tag: str = "") -> torch.Tensor:
     """Member i gets the i-th dim-0 chunk of member `src`'s `self` ([group_size*d0, ...] ->
     [d0, ...]). Every member passes a tensor of that shape; only `src`'s is read."""

@@ -6,7 +6,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/utils/pybind.h>
 
-#include "kernels/cpu/gloo/gloo_communicator.h"
+#include "kernels/c10d/group_communicator.h"
 #include "ops/backend/func_backend.h"
 #include "ops/group_registry.h"
 #include "ops/pending_work.h"
@@ -42,10 +42,31 @@ void set_world_provider(py::object provider) {
     if (found.is_none()) {
       return std::nullopt;
     }
-    auto [store, rank, size] =
-        found.cast<std::tuple<c10::intrusive_ptr<c10d::Store>, int64_t, int64_t>>();
-    return World{store, rank, size, "default process group"};
+    auto [store, rank, size, delegated, per_thread] =
+        found.cast<std::tuple<c10::intrusive_ptr<c10d::Store>, int64_t, int64_t, bool, bool>>();
+    return World{store, rank, size, "default process group", delegated, per_thread};
   });
+}
+
+void set_group_binder(py::object binder) {
+  auto held = keep(std::move(binder));
+  GroupRegistry::instance().set_group_binder(
+      [held](std::string_view op, c10::Device device, const std::string& tag,
+             const std::vector<int64_t>& ranks, int64_t group_size, bool delegated) {
+        py::gil_scoped_acquire gil;
+        return (*held)(std::string(op), device.str(), tag, ranks, group_size, delegated)
+            .cast<bool>();
+      });
+}
+
+// Binds a whole ProcessGroup (one with no C++ backend to bind: written in Python, or fake) for
+// `device` under `tag`; its collectives are the group's own methods.
+void register_process_group(py::object group, const std::string& device, const std::string& tag,
+                            std::vector<int64_t> ranks, bool has_reduce) {
+  auto native = group.cast<c10::intrusive_ptr<c10d::ProcessGroup>>();
+  GroupRegistry::instance().register_communicator(
+      parse_device(device), tag, std::move(ranks),
+      make_process_group_communicator(std::move(native), keep(std::move(group)), has_reduce));
 }
 
 void add_backend_transport(const std::string& device, const std::string& name, py::object factory) {
@@ -132,6 +153,8 @@ py::object world() {
   entry["rank"] = current->rank;
   entry["world_size"] = current->size;
   entry["origin"] = current->origin;
+  entry["delegated"] = current->delegated;
+  entry["per_thread"] = current->per_thread;
   return std::move(entry);
 }
 
@@ -156,6 +179,15 @@ PYBIND11_MODULE(_C, m) {
         GroupRegistry::instance().select_transport(parse_device(device), tag, name);
       },
       py::arg("device"), py::arg("name"), py::arg("tag") = "");
+  m.def("set_group_binder", &set_group_binder, py::arg("binder"));
+  m.def("register_process_group", &register_process_group, py::arg("group"), py::arg("device"),
+        py::arg("tag"), py::arg("ranks"), py::arg("has_reduce") = true);
+  m.def(
+      "world_changed",
+      [](bool per_thread, bool initialised) {
+        GroupRegistry::instance().world_changed(per_thread, initialised);
+      },
+      py::call_guard<py::gil_scoped_release>(), py::arg("per_thread"), py::arg("initialised"));
   m.def("register_backend", &register_backend, py::arg("backend"), py::arg("device"),
         py::arg("tag"), py::arg("ranks"));
   m.def("create_backend", &create_backend, py::call_guard<py::gil_scoped_release>(),

@@ -523,7 +523,7 @@ def body_split(rank: int, world_size: int) -> list[str]:
     created = len([g for g in c10d_func.groups() if g["origin"] == "created"])
     check.same("functional all_reduce on the split group",
                c10d_func.all_reduce(every[rank], "sum", group), sum(every[r] for r in mine))
-    tag = f"pg:{group.group_name}"
+    tag = f"ptd:{group.group_name}"
     check.same("functional all_reduce by tag and ranks",
                c10d_func.all_reduce(every[rank], "sum", mine, tag=tag), sum(every[r] for r in mine))
     check.true("no rendezvous for the split group's functional ops",

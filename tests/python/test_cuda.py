@@ -303,7 +303,7 @@ def body_backend_on_cuda(rank: int, world_size: int) -> list[str]:
     failures = []
     dev = torch.device("cuda", 0)
     torch.cuda.set_device(dev)
-    c10d_func.set_transport("nccl", "cuda", tag="pg:0")  # the default group is named "0"
+    c10d_func.set_transport("nccl", "cuda", tag="ptd:0")  # the default group is named "0"
     os.environ.setdefault("MASTER_PORT", "29533")
     dist.init_process_group("c10d_func", rank=0, world_size=1)
     try:

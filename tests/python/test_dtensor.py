@@ -67,18 +67,25 @@ def mesh_cases(rank: int, world_size: int) -> list[Case]:
     everyone = list(range(world_size))
     columns = world_size // 2  # MESH_2D is [[0 .. columns-1], [columns .. world_size-1]]
     pair = [rank // 2 * 2, rank // 2 * 2 + 1]
-    world_tag = f"pg:{dist.group.WORLD.group_name}"
+    world_tag = f"ptd:{dist.group.WORLD.group_name}"
     return [
         Case("ProcessGroup", dist.group.WORLD, everyone, graph_tag=world_tag),
         Case("ProcessGroup with a tag", dist.group.WORLD, everyone, tag="mine"),
-        Case("sub-ProcessGroup", SUBGROUP, pair, graph_tag=f"pg:{SUBGROUP.group_name}"),
+        Case("sub-ProcessGroup", SUBGROUP, pair, graph_tag=f"ptd:{SUBGROUP.group_name}"),
         Case("group name", dist.group.WORLD.group_name, everyone, graph_tag=world_tag),
-        Case("1-D DeviceMesh", MESH, everyone),
-        Case("(2-D DeviceMesh, 0)", (MESH_2D, 0), [rank % columns, rank % columns + columns]),
+        # A mesh runs on its own groups: each member's graph names its group along the dim.
+        Case("1-D DeviceMesh", MESH, everyone, graph_tag=f"ptd:{MESH.get_group().group_name}"),
+        Case(
+            "(2-D DeviceMesh, 0)",
+            (MESH_2D, 0),
+            [rank % columns, rank % columns + columns],
+            graph_tag=f"ptd:{MESH_2D.get_group(0).group_name}",
+        ),
         Case(
             "(2-D DeviceMesh, 'tp')",
             (MESH_2D, "tp"),
             [rank // columns * columns + j for j in range(columns)],
+            graph_tag=f"ptd:{MESH_2D.get_group('tp').group_name}",
         ),
     ]
 
@@ -90,9 +97,9 @@ def body_every_function(rank: int, world_size: int, backend: str | None) -> Resu
         (g["tag"], tuple(g["ranks"])) for g in c10d_func.groups() if g["origin"] == "registered"
     }
     for tag, pg in [
-        (f"pg:{dist.group.WORLD.group_name}", dist.group.WORLD),
+        (f"ptd:{dist.group.WORLD.group_name}", dist.group.WORLD),
         ("mine", dist.group.WORLD),
-        (f"pg:{SUBGROUP.group_name}", SUBGROUP),
+        (f"ptd:{SUBGROUP.group_name}", SUBGROUP),
     ]:
         if (tag, tuple(dist.get_process_group_ranks(pg))) not in registered:
             result.failures.append(

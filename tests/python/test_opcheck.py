@@ -12,7 +12,7 @@ torch's SchemaCheckMode refuses exactly that, in torch/_subclasses/schema_check_
 Declaring the alias instead (`Tensor(a) self -> Tensor(a)`) is refused by functionalization for
 custom ops ("Found a custom (non-ATen) operator whose output has alias annotations"), which
 would break torch.compile. So wait_tensor's test_schema is asserted to fail with that message,
-and every other check passes.
+and so is that of `wait_tensors`, a composite of wait_tensor; every other check passes.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ def samples(rank: int, world_size: int, requires_grad: bool) -> list[tuple[str, 
         ("scatter", ops.scatter.default, (t(n * 2, 3), 0, "", *group)),
         ("permute", ops.permute.default, (t(3, 2), [(i + 1) % n for i in range(n)], "", *group)),
         ("wait_tensor", ops.wait_tensor.default, (pending(4, 2),)),
+        ("wait_tensors", ops.wait_tensors.default, ([pending(4, 2), t(3)],)),
     ]
     if not requires_grad:
         # In place on a tensor that requires grad is autograd's business (copy_ on a leaf raises);
@@ -92,9 +93,9 @@ def test_opcheck_every_op(world_size, requires_grad):
     for rank, results in enumerate(per_rank):
         for label, checks in results.items():
             for check, outcome in checks.items():
-                if label == "wait_tensor" and check == "test_schema":
+                if label in ("wait_tensor", "wait_tensors") and check == "test_schema":
                     if WAIT_SCHEMA_REFUSAL not in outcome:
-                        failures.append(f"rank {rank} wait_tensor test_schema: expected the "
+                        failures.append(f"rank {rank} {label} test_schema: expected the "
                                         f"documented refusal, got {outcome}")
                 elif outcome != "SUCCESS":
                     failures.append(f"rank {rank} {label} {check}: {outcome}")

@@ -34,7 +34,8 @@ def body_env_world(rank: int, world_size: int):
 def test_env_world_needs_no_init_process_group(pool):
     for rank, (out, world, initialised) in enumerate(pool.run(body_env_world)):
         assert out == expected_sum(pool.world_size)
-        assert world == {"rank": rank, "world_size": pool.world_size, "origin": "env://"}
+        assert world == {"rank": rank, "world_size": pool.world_size, "origin": "env://",
+                         "delegated": False, "per_thread": False}
         assert not initialised
 
 
@@ -198,6 +199,7 @@ def test_world_from_an_explicit_init():
     try:
         for rank, (out, world) in enumerate(pool.run(body_explicit)):
             assert out == expected_sum(2)
-            assert world == {"rank": rank, "world_size": 2, "origin": "init"}
+            assert world == {"rank": rank, "world_size": 2, "origin": "init",
+                             "delegated": False, "per_thread": False}
     finally:
         pool.close()

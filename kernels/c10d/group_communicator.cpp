@@ -1,15 +1,22 @@
-// BackendCommunicator: the library's collectives on top of a c10d::Backend.
+// GroupCommunicator: the library's collectives on top of a c10d::Backend or a c10d::ProcessGroup
+// (the two share their collective methods; calls use the names both torch 2.11 and 2.14 have).
 //
 // c10d backends differ in what they reduce: Gloo has no int16/uint16/uint32/uint64 arithmetic,
 // and the meaning of integer `avg` is backend-defined. So reductions are staged the same way on
 // every transport (ops/reduction_staging.h) and finished once the wire tensor is final.
 // Collectives that only move data never look at the dtype: they move rows of bytes, which is how
 // fp8, complex and bool travel on any backend.
-#include "kernels/cpu/gloo/gloo_communicator.h"
+#include "kernels/c10d/group_communicator.h"
 #include "kernels/cpu/local_reduce.h"
 #include "ops/reduction_staging.h"
 
 #include <ATen/ATen.h>
+
+#include <type_traits>
+
+// ProcessGroup's _allgather_base / _reduce_scatter_base / alltoall_base are deprecated aliases in
+// torch 2.14 and the only names in 2.11; both forward to the group's own implementation.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 namespace c10d_func {
 namespace {
@@ -58,10 +65,27 @@ at::Tensor as_byte_rows(const at::Tensor& tensor) {
           {row_bytes, 1});
 }
 
-class BackendCommunicator final : public Communicator {
+// The Work's future; a Work written in Python may have none (get_future is optional there), and
+// is then waited on here: such groups complete their collectives in the call anyway.
+Completion future_of(const c10::intrusive_ptr<c10d::Work>& work) {
+  try {
+    return work->getFuture();
+  } catch (const std::exception&) {
+    work->wait();
+    return completed();
+  }
+}
+
+template <typename Group>
+class GroupCommunicator final : public Communicator {
+  // A whole ProcessGroup is reached through the methods torch's functional collectives call,
+  // which are the ones a Python group implements; a C++ backend's reduce-scatter is composed.
+  static constexpr bool kWholeGroup = std::is_same_v<Group, c10d::ProcessGroup>;
+
  public:
-  explicit BackendCommunicator(c10::intrusive_ptr<c10d::Backend> backend)
-      : backend_(std::move(backend)) {}
+  explicit GroupCommunicator(c10::intrusive_ptr<Group> backend, std::shared_ptr<void> owner = nullptr,
+                             bool has_reduce = true)
+      : owner_(std::move(owner)), backend_(std::move(backend)), has_reduce_(has_reduce) {}
 
   int64_t rank() const override { return backend_->getRank(); }
   int64_t size() const override { return backend_->getSize(); }
@@ -85,7 +109,7 @@ class BackendCommunicator final : public Communicator {
     }
     auto out_bytes = as_byte_rows(output).view({-1});
     auto in_bytes = as_byte_rows(input).view({-1});
-    return backend_->_allgather_base(out_bytes, in_bytes)->getFuture();
+    return future_of(backend_->_allgather_base(out_bytes, in_bytes));
   }
 
   // Composed as an all-to-all of the input's chunks followed by a local reduction of what
@@ -96,6 +120,16 @@ class BackendCommunicator final : public Communicator {
     if (input.numel() == 0) {
       return completed();
     }
+    if constexpr (kWholeGroup) {
+      auto staged_in = stage(input, reduce_op);
+      auto staged_out = stage(output, reduce_op);
+      c10d::ReduceScatterOptions options;
+      options.reduceOp = c10d_reduce_op(staged_out.wire_op);
+      at::Tensor wire_out = staged_out.wire;
+      at::Tensor wire_in = staged_in.wire;
+      return finish_after(backend_->_reduce_scatter_base(wire_out, wire_in, options), output,
+                          staged_out);
+    }
     at::Tensor received = at::empty_like(input, at::MemoryFormat::Contiguous);
     auto received_rows = as_byte_rows(received);
     auto input_rows = as_byte_rows(input);
@@ -104,7 +138,7 @@ class BackendCommunicator final : public Communicator {
         received_rows, input_rows, even, even, c10d::AllToAllOptions());
     std::vector<int64_t> stacked_shape{size()};
     stacked_shape.insert(stacked_shape.end(), output.sizes().begin(), output.sizes().end());
-    return then_run(work->getFuture(), output, [output, received, stacked_shape, reduce_op] {
+    return then_run(future_of(work), output, [output, received, stacked_shape, reduce_op] {
       reduce_stack_into(output, received.view(stacked_shape), reduce_op);
     });
   }
@@ -118,7 +152,7 @@ class BackendCommunicator final : public Communicator {
     auto in_bytes = as_byte_rows(input);
     auto work = backend_->alltoall_base(
         out_bytes, in_bytes, output_split_sizes, input_split_sizes, c10d::AllToAllOptions());
-    return work->getFuture();
+    return future_of(work);
   }
 
   Completion broadcast(const at::Tensor& buffer, int64_t root) override {
@@ -128,12 +162,15 @@ class BackendCommunicator final : public Communicator {
     std::vector<at::Tensor> tensors{as_byte_rows(buffer).view({-1})};
     c10d::BroadcastOptions options;
     options.rootRank = root;
-    return backend_->broadcast(tensors, options)->getFuture();
+    return future_of(backend_->broadcast(tensors, options));
   }
 
   Completion reduce(const at::Tensor& buffer, int64_t root, ReduceOp reduce_op) override {
     if (buffer.numel() == 0) {
       return completed();
+    }
+    if (!has_reduce_) {
+      return all_reduce(buffer, reduce_op); // only the root's buffer is defined afterwards
     }
     auto staged = stage(buffer, reduce_op);
     std::vector<at::Tensor> tensors{staged.wire};
@@ -155,7 +192,7 @@ class BackendCommunicator final : public Communicator {
     }
     c10d::GatherOptions options;
     options.rootRank = root;
-    return backend_->gather(outputs, inputs, options)->getFuture();
+    return future_of(backend_->gather(outputs, inputs, options));
   }
 
   Completion scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
@@ -169,7 +206,7 @@ class BackendCommunicator final : public Communicator {
     }
     c10d::ScatterOptions options;
     options.rootRank = root;
-    return backend_->scatter(outputs, inputs, options)->getFuture();
+    return future_of(backend_->scatter(outputs, inputs, options));
   }
 
  private:
@@ -187,7 +224,7 @@ class BackendCommunicator final : public Communicator {
       const c10::intrusive_ptr<c10d::Work>& work,
       const at::Tensor& buffer,
       const StagedReduction& staged) const {
-    auto upstream = work->getFuture();
+    auto upstream = future_of(work);
     if (!staged.needs_finish()) {
       return upstream;
     }
@@ -196,14 +233,23 @@ class BackendCommunicator final : public Communicator {
     });
   }
 
-  c10::intrusive_ptr<c10d::Backend> backend_;
+  std::shared_ptr<void> owner_; // declared first: released after backend_
+  c10::intrusive_ptr<Group> backend_;
+  bool has_reduce_;
 };
 
 } // namespace
 
 std::shared_ptr<Communicator> make_backend_communicator(c10::intrusive_ptr<c10d::Backend> backend) {
   TORCH_INTERNAL_ASSERT(backend, "make_backend_communicator needs a backend");
-  return std::make_shared<BackendCommunicator>(std::move(backend));
+  return std::make_shared<GroupCommunicator<c10d::Backend>>(std::move(backend));
+}
+
+std::shared_ptr<Communicator> make_process_group_communicator(
+    c10::intrusive_ptr<c10d::ProcessGroup> group, std::shared_ptr<void> owner, bool has_reduce) {
+  TORCH_INTERNAL_ASSERT(group, "make_process_group_communicator needs a process group");
+  return std::make_shared<GroupCommunicator<c10d::ProcessGroup>>(
+      std::move(group), std::move(owner), has_reduce);
 }
 
 } // namespace c10d_func
