@@ -1,5 +1,5 @@
-// GroupCommunicator: the library's collectives on top of a c10d::Backend or a c10d::ProcessGroup
-// (the two share their collective methods; calls use the names both torch 2.11 and 2.14 have).
+// GroupCommunicator: the library's collectives on top of a c10d group's methods (GroupCalls):
+// a C++ c10d::Backend's here, a Python ProcessGroup's in the Python module.
 //
 // c10d backends differ in what they reduce: Gloo has no int16/uint16/uint32/uint64 arithmetic,
 // and the meaning of integer `avg` is backend-defined. So reductions are staged the same way on
@@ -11,12 +11,6 @@
 #include "ops/reduction_staging.h"
 
 #include <ATen/ATen.h>
-
-#include <type_traits>
-
-// ProcessGroup's _allgather_base / _reduce_scatter_base / alltoall_base are deprecated aliases in
-// torch 2.14 and the only names in 2.11; both forward to the group's own implementation.
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 namespace c10d_func {
 namespace {
@@ -76,20 +70,13 @@ Completion future_of(const c10::intrusive_ptr<c10d::Work>& work) {
   }
 }
 
-template <typename Group>
 class GroupCommunicator final : public Communicator {
-  // A whole ProcessGroup is reached through the methods torch's functional collectives call,
-  // which are the ones a Python group implements; a C++ backend's reduce-scatter is composed.
-  static constexpr bool kWholeGroup = std::is_same_v<Group, c10d::ProcessGroup>;
-
  public:
-  explicit GroupCommunicator(c10::intrusive_ptr<Group> backend, std::shared_ptr<void> owner = nullptr,
-                             bool has_reduce = true)
-      : owner_(std::move(owner)), backend_(std::move(backend)), has_reduce_(has_reduce) {}
+  explicit GroupCommunicator(std::unique_ptr<GroupCalls> calls) : backend_(std::move(calls)) {}
 
-  int64_t rank() const override { return backend_->getRank(); }
-  int64_t size() const override { return backend_->getSize(); }
-  std::string backend_name() const override { return backend_->getBackendName(); }
+  int64_t rank() const override { return backend_->rank(); }
+  int64_t size() const override { return backend_->size(); }
+  std::string backend_name() const override { return backend_->name(); }
 
   Completion all_reduce(const at::Tensor& buffer, ReduceOp reduce_op) override {
     if (buffer.numel() == 0) {
@@ -109,7 +96,7 @@ class GroupCommunicator final : public Communicator {
     }
     auto out_bytes = as_byte_rows(output).view({-1});
     auto in_bytes = as_byte_rows(input).view({-1});
-    return future_of(backend_->_allgather_base(out_bytes, in_bytes));
+    return future_of(backend_->allgather_base(out_bytes, in_bytes));
   }
 
   // Composed as an all-to-all of the input's chunks followed by a local reduction of what
@@ -120,22 +107,21 @@ class GroupCommunicator final : public Communicator {
     if (input.numel() == 0) {
       return completed();
     }
-    if constexpr (kWholeGroup) {
+    if (backend_->has_reduce_scatter()) {
       auto staged_in = stage(input, reduce_op);
       auto staged_out = stage(output, reduce_op);
       c10d::ReduceScatterOptions options;
       options.reduceOp = c10d_reduce_op(staged_out.wire_op);
       at::Tensor wire_out = staged_out.wire;
       at::Tensor wire_in = staged_in.wire;
-      return finish_after(backend_->_reduce_scatter_base(wire_out, wire_in, options), output,
+      return finish_after(backend_->reduce_scatter_base(wire_out, wire_in, options), output,
                           staged_out);
     }
     at::Tensor received = at::empty_like(input, at::MemoryFormat::Contiguous);
     auto received_rows = as_byte_rows(received);
     auto input_rows = as_byte_rows(input);
     std::vector<int64_t> even; // empty split lists: equal chunks
-    auto work = backend_->alltoall_base(
-        received_rows, input_rows, even, even, c10d::AllToAllOptions());
+    auto work = backend_->alltoall_base(received_rows, input_rows, even, even);
     std::vector<int64_t> stacked_shape{size()};
     stacked_shape.insert(stacked_shape.end(), output.sizes().begin(), output.sizes().end());
     return then_run(future_of(work), output, [output, received, stacked_shape, reduce_op] {
@@ -150,8 +136,7 @@ class GroupCommunicator final : public Communicator {
       std::vector<int64_t> input_split_sizes) override {
     auto out_bytes = as_byte_rows(output);
     auto in_bytes = as_byte_rows(input);
-    auto work = backend_->alltoall_base(
-        out_bytes, in_bytes, output_split_sizes, input_split_sizes, c10d::AllToAllOptions());
+    auto work = backend_->alltoall_base(out_bytes, in_bytes, output_split_sizes, input_split_sizes);
     return future_of(work);
   }
 
@@ -169,7 +154,7 @@ class GroupCommunicator final : public Communicator {
     if (buffer.numel() == 0) {
       return completed();
     }
-    if (!has_reduce_) {
+    if (!backend_->has_reduce()) {
       return all_reduce(buffer, reduce_op); // only the root's buffer is defined afterwards
     }
     auto staged = stage(buffer, reduce_op);
@@ -233,23 +218,87 @@ class GroupCommunicator final : public Communicator {
     });
   }
 
-  std::shared_ptr<void> owner_; // declared first: released after backend_
-  c10::intrusive_ptr<Group> backend_;
-  bool has_reduce_;
+  std::unique_ptr<GroupCalls> backend_;
+};
+
+// A C++ backend's own methods.
+class BackendCalls final : public GroupCalls {
+ public:
+  explicit BackendCalls(c10::intrusive_ptr<c10d::Backend> backend) : backend_(std::move(backend)) {}
+
+  int64_t rank() const override { return backend_->getRank(); }
+  int64_t size() const override { return backend_->getSize(); }
+  std::string name() const override { return backend_->getBackendName(); }
+
+  Work allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override {
+    return backend_->allreduce(tensors, opts);
+  }
+  Work allgather_base(at::Tensor& output, at::Tensor& input) override {
+    return backend_->_allgather_base(output, input);
+  }
+  Work alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
+                     std::vector<int64_t>& input_splits) override {
+    return backend_->alltoall_base(output, input, output_splits, input_splits);
+  }
+  Work broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override {
+    return backend_->broadcast(tensors, opts);
+  }
+  Work reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override {
+    return backend_->reduce(tensors, opts);
+  }
+  Work gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+              const c10d::GatherOptions& opts) override {
+    return backend_->gather(outputs, inputs, opts);
+  }
+  Work scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+               const c10d::ScatterOptions& opts) override {
+    return backend_->scatter(outputs, inputs, opts);
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Backend> backend_;
 };
 
 } // namespace
 
-std::shared_ptr<Communicator> make_backend_communicator(c10::intrusive_ptr<c10d::Backend> backend) {
-  TORCH_INTERNAL_ASSERT(backend, "make_backend_communicator needs a backend");
-  return std::make_shared<GroupCommunicator<c10d::Backend>>(std::move(backend));
+GroupCalls::Work GroupCalls::reduce_scatter_base(at::Tensor&, at::Tensor&,
+                                                 const c10d::ReduceScatterOptions&) {
+  TORCH_INTERNAL_ASSERT(false, "reduce_scatter_base called on a group without one");
 }
 
-std::shared_ptr<Communicator> make_process_group_communicator(
-    c10::intrusive_ptr<c10d::ProcessGroup> group, std::shared_ptr<void> owner, bool has_reduce) {
-  TORCH_INTERNAL_ASSERT(group, "make_process_group_communicator needs a process group");
-  return std::make_shared<GroupCommunicator<c10d::ProcessGroup>>(
-      std::move(group), std::move(owner), has_reduce);
+std::string reduce_op_name(const c10d::ReduceOp& op) {
+  using Kind = c10d::ReduceOp::RedOpType;
+  switch (op.op_) {
+    case Kind::SUM:
+      return "sum";
+    case Kind::AVG:
+      return "avg";
+    case Kind::PRODUCT:
+      return "product";
+    case Kind::MIN:
+      return "min";
+    case Kind::MAX:
+      return "max";
+    case Kind::BAND:
+      return "band";
+    case Kind::BOR:
+      return "bor";
+    case Kind::BXOR:
+      return "bxor";
+    default:
+      TORCH_CHECK(false, "c10d_func: reduce op ", static_cast<int>(op.op_),
+                  " has no name a ProcessGroup method takes");
+  }
+}
+
+std::shared_ptr<Communicator> make_group_communicator(std::unique_ptr<GroupCalls> calls) {
+  TORCH_INTERNAL_ASSERT(calls, "make_group_communicator needs a group");
+  return std::make_shared<GroupCommunicator>(std::move(calls));
+}
+
+std::shared_ptr<Communicator> make_backend_communicator(c10::intrusive_ptr<c10d::Backend> backend) {
+  TORCH_INTERNAL_ASSERT(backend, "make_backend_communicator needs a backend");
+  return make_group_communicator(std::make_unique<BackendCalls>(std::move(backend)));
 }
 
 } // namespace c10d_func

@@ -83,11 +83,19 @@ def set_group_binder(binder: Callable[[str, str, str, list[int], int, bool], boo
     """Installs the callable that binds torch's ProcessGroup for a group with no communicator
     yet: binder(op, device, tag, ranks, group_size, delegated) -> whether it bound one."""
 
-def register_process_group(
-    group: Any, device: str, tag: str, ranks: list[int], has_reduce: bool = True
+def register_python_group(
+    group: Any,
+    caller: Callable[..., Any],
+    device: str,
+    tag: str,
+    ranks: list[int],
+    rank: int,
+    name: str,
+    has_reduce: bool,
+    has_reduce_scatter: bool,
 ) -> None:
-    """Binds a whole ProcessGroup (written in Python, or fake) for `device` under `tag`; its own
-    methods run the collectives (a group without reduce reduces through its all-reduce)."""
+    """Binds a ProcessGroup written in Python for `device` under `tag`: its collectives are its
+    own methods, called as caller(group, collective, *args)."""
 
 def world_changed(per_thread: bool, initialised: bool) -> None:
     """torch.distributed's default group changed in the calling thread (init or destroy)."""

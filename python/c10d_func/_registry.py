@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from . import _C
+from . import _C, _python_groups
 
 
 # Default groups whose world c10d_func must not rendezvous in: its ranks are threads of one
@@ -193,13 +193,17 @@ def register_group(pg: dist.ProcessGroup, tag: str = "") -> None:
             return
         raise TypeError(f"c10d_func.register_group: argument 'pg' must be a ProcessGroup, got {pg!r}")
     ranks = dist.get_process_group_ranks(pg)
-    devices = _backend_devices(pg) if type(pg) is dist.ProcessGroup else []
-    if not devices:
+    if _python_groups.is_python_group(pg):
         # Its methods are the way in: they serve whatever device its tensors are on.
-        has_reduce = type(pg).reduce is not dist.ProcessGroup.reduce
+        has_reduce, has_reduce_scatter = _python_groups.traits(pg)
+        name = f"{type(pg).__name__} (Python)"
         for device in ("cpu", "cuda"):
-            _C.register_process_group(pg, device, tag, ranks, has_reduce)
+            _C.register_python_group(pg, _python_groups.call_group_method, device, tag, ranks,
+                                     pg.rank(), name, has_reduce, has_reduce_scatter)
         return
+    devices = _backend_devices(pg)
+    if not devices:
+        raise ValueError(f"c10d_func.register_group: process group {pg} has no cpu or cuda backend")
     for device in devices:
         _C.register_backend(pg._get_backend(torch.device(device)), device, tag, ranks)
 

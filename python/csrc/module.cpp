@@ -7,6 +7,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "kernels/c10d/group_communicator.h"
+#include "python/csrc/python_group.h"
 #include "ops/backend/func_backend.h"
 #include "ops/group_registry.h"
 #include "ops/pending_work.h"
@@ -59,14 +60,20 @@ void set_group_binder(py::object binder) {
       });
 }
 
-// Binds a whole ProcessGroup (one with no C++ backend to bind: written in Python, or fake) for
-// `device` under `tag`; its collectives are the group's own methods.
-void register_process_group(py::object group, const std::string& device, const std::string& tag,
-                            std::vector<int64_t> ranks, bool has_reduce) {
-  auto native = group.cast<c10::intrusive_ptr<c10d::ProcessGroup>>();
+// Binds a ProcessGroup written in Python for `device` under `tag`; its collectives are the
+// group's own methods, called through `caller`.
+void register_python_group(py::object group, py::object caller, const std::string& device,
+                           const std::string& tag, std::vector<int64_t> ranks, int64_t rank,
+                           const std::string& name, bool has_reduce, bool has_reduce_scatter) {
+  PythonGroupTraits traits;
+  traits.rank = rank;
+  traits.size = static_cast<int64_t>(ranks.size());
+  traits.name = name;
+  traits.has_reduce = has_reduce;
+  traits.has_reduce_scatter = has_reduce_scatter;
   GroupRegistry::instance().register_communicator(
       parse_device(device), tag, std::move(ranks),
-      make_process_group_communicator(std::move(native), keep(std::move(group)), has_reduce));
+      make_python_group_communicator(std::move(group), std::move(caller), std::move(traits)));
 }
 
 void add_backend_transport(const std::string& device, const std::string& name, py::object factory) {
@@ -180,8 +187,9 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("device"), py::arg("name"), py::arg("tag") = "");
   m.def("set_group_binder", &set_group_binder, py::arg("binder"));
-  m.def("register_process_group", &register_process_group, py::arg("group"), py::arg("device"),
-        py::arg("tag"), py::arg("ranks"), py::arg("has_reduce") = true);
+  m.def("register_python_group", &register_python_group, py::arg("group"), py::arg("caller"),
+        py::arg("device"), py::arg("tag"), py::arg("ranks"), py::arg("rank"), py::arg("name"),
+        py::arg("has_reduce"), py::arg("has_reduce_scatter"));
   m.def(
       "world_changed",
       [](bool per_thread, bool initialised) {

@@ -1,0 +1,136 @@
+"""Calls a ProcessGroup written in Python: c10d_func's collectives on its own methods.
+
+torch's functional collectives run on any ProcessGroup subclass by calling its methods; so does
+c10d_func, from C++ through `call_group_method`. The C++ virtual methods are not used: which of
+them reach a Python override depends on the torch version (2.14 forwards `all_gather_single`, 2.11
+`_allgather_base`, …), so the methods are looked up here by every name torch has used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["call_group_method", "is_python_group", "python_method"]
+
+# Each collective c10d_func calls, with the method names a group may define for it, newest first.
+_NAMES = {
+    "allgather_base": ("all_gather_single", "_allgather_base"),
+    "reduce_scatter_base": ("reduce_scatter_single", "_reduce_scatter_base"),
+    "alltoall_base": ("all_to_all_single", "alltoall_base"),
+}
+
+_REDUCE_OPS = {
+    "sum": dist.ReduceOp.SUM,
+    "avg": dist.ReduceOp.AVG,
+    "product": dist.ReduceOp.PRODUCT,
+    "min": dist.ReduceOp.MIN,
+    "max": dist.ReduceOp.MAX,
+    "band": dist.ReduceOp.BAND,
+    "bor": dist.ReduceOp.BOR,
+    "bxor": dist.ReduceOp.BXOR,
+}
+
+
+def is_python_group(pg: dist.ProcessGroup) -> bool:
+    return type(pg) is not dist.ProcessGroup
+
+
+def python_method(pg: dist.ProcessGroup, *names: str) -> Callable[..., Any] | None:
+    """The first of `names` that `pg`'s class defines in Python (not inherited from the C++
+    ProcessGroup), bound to `pg`."""
+    for name in names:
+        defined = getattr(type(pg), name, None)
+        if defined is not None and defined is not getattr(dist.ProcessGroup, name, None):
+            return getattr(pg, name)
+    return None
+
+
+def traits(pg: dist.ProcessGroup) -> tuple[bool, bool]:
+    """(has a reduce, has a reduce-scatter): what c10d_func composes otherwise."""
+    has_reduce = python_method(pg, "reduce") is not None
+    has_reduce_scatter = (
+        python_method(pg, *_NAMES["reduce_scatter_base"], "reduce_scatter") is not None
+    )
+    return has_reduce, has_reduce_scatter
+
+
+def _native(work: Any) -> dist.Work:
+    """A Work C++ can keep and wait on without Python: torch's own Works as they are; a Work
+    written in Python (or None) as a Work over its future, waited here when it has none."""
+    if work is not None and type(work).__module__ == dist.Work.__module__:
+        return work
+    future: torch.futures.Future = torch.futures.Future()
+    try:
+        if work is None:
+            raise NotImplementedError
+        future = work.get_future()
+    except (NotImplementedError, RuntimeError, AttributeError):
+        if work is not None:
+            work.wait()
+        future.set_result(None)
+    return torch._C._distributed_c10d._create_work_from_future(future)
+
+
+def _options(kind: type, **fields: Any) -> Any:
+    options = kind()
+    for name, value in fields.items():
+        setattr(options, name, value)
+    return options
+
+
+def _missing(pg: dist.ProcessGroup, collective: str, names: tuple[str, ...]) -> NotImplementedError:
+    return NotImplementedError(
+        f"c10d_func: process group {pg!r} ({type(pg).__name__}) defines none of "
+        f"{', '.join(names)}, which {collective} needs"
+    )
+
+
+def call_group_method(pg: dist.ProcessGroup, collective: str, *args: Any) -> dist.Work:
+    """Runs `collective` on `pg` through its own method; called by c10d_func's C++ side."""
+    n = pg.size()
+    if collective == "allreduce":
+        tensors, op = args
+        work = pg.allreduce(tensors, _options(dist.AllreduceOptions, reduceOp=_REDUCE_OPS[op]))
+    elif collective == "allgather_base":
+        output, input = args
+        method = python_method(pg, *_NAMES[collective])
+        if method is not None:
+            work = method(output, input)
+        elif python_method(pg, "allgather") is not None:
+            work = pg.allgather([list(output.chunk(n))], [input])
+        else:
+            raise _missing(pg, "all_gather", (*_NAMES[collective], "allgather"))
+    elif collective == "reduce_scatter_base":
+        output, input, op = args
+        options = _options(dist.ReduceScatterOptions, reduceOp=_REDUCE_OPS[op])
+        method = python_method(pg, *_NAMES[collective])
+        if method is not None:
+            work = method(output, input, options)
+        else:
+            work = pg.reduce_scatter([output], [list(input.chunk(n))], options)
+    elif collective == "alltoall_base":
+        output, input, output_splits, input_splits = args
+        method = python_method(pg, *_NAMES[collective])
+        if method is None:
+            raise _missing(pg, "all_to_all", _NAMES[collective])
+        work = method(output, input, output_splits, input_splits)
+    elif collective == "broadcast":
+        tensors, root = args
+        work = pg.broadcast(tensors, _options(dist.BroadcastOptions, rootRank=root))
+    elif collective == "reduce":
+        tensors, root, op = args
+        options = _options(dist.ReduceOptions, rootRank=root, reduceOp=_REDUCE_OPS[op])
+        work = pg.reduce(tensors, options)
+    elif collective == "gather":
+        outputs, inputs, root = args
+        work = pg.gather(outputs, inputs, _options(dist.GatherOptions, rootRank=root))
+    elif collective == "scatter":
+        outputs, inputs, root = args
+        work = pg.scatter(outputs, inputs, _options(dist.ScatterOptions, rootRank=root))
+    else:
+        raise ValueError(f"c10d_func: unknown collective {collective!r}")
+    return _native(work)

@@ -1,0 +1,88 @@
+// PythonGroupCalls: GroupCalls over a Python ProcessGroup's methods; see python_group.h.
+#include "python/csrc/python_group.h"
+
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include "kernels/c10d/group_communicator.h"
+
+namespace py = pybind11;
+
+namespace c10d_func {
+namespace {
+
+// A Python object held from C++: its reference is dropped with the GIL held, and not at all
+// once the interpreter is gone.
+std::shared_ptr<py::object> hold(py::object object) {
+  return std::shared_ptr<py::object>(new py::object(std::move(object)), [](py::object* held) {
+    if (Py_IsInitialized()) {
+      py::gil_scoped_acquire gil;
+      delete held;
+    }
+  });
+}
+
+class PythonGroupCalls final : public GroupCalls {
+ public:
+  PythonGroupCalls(py::object group, py::object caller, PythonGroupTraits traits)
+      : group_(hold(std::move(group))), caller_(hold(std::move(caller))),
+        traits_(std::move(traits)) {}
+
+  int64_t rank() const override { return traits_.rank; }
+  int64_t size() const override { return traits_.size; }
+  std::string name() const override { return traits_.name; }
+  bool has_reduce() const override { return traits_.has_reduce; }
+  bool has_reduce_scatter() const override { return traits_.has_reduce_scatter; }
+
+  Work allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override {
+    return call("allreduce", tensors, reduce_op_name(opts.reduceOp));
+  }
+  Work allgather_base(at::Tensor& output, at::Tensor& input) override {
+    return call("allgather_base", output, input);
+  }
+  Work alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
+                     std::vector<int64_t>& input_splits) override {
+    return call("alltoall_base", output, input, output_splits, input_splits);
+  }
+  Work broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override {
+    return call("broadcast", tensors, opts.rootRank);
+  }
+  Work reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override {
+    return call("reduce", tensors, opts.rootRank, reduce_op_name(opts.reduceOp));
+  }
+  Work gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+              const c10d::GatherOptions& opts) override {
+    return call("gather", outputs, inputs, opts.rootRank);
+  }
+  Work scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+               const c10d::ScatterOptions& opts) override {
+    return call("scatter", outputs, inputs, opts.rootRank);
+  }
+  Work reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                           const c10d::ReduceScatterOptions& opts) override {
+    return call("reduce_scatter_base", output, input, reduce_op_name(opts.reduceOp));
+  }
+
+ private:
+  // The caller hands back a native Work (it wraps a Python one), so nothing below reaches
+  // into Python again without the GIL.
+  template <typename... Args>
+  Work call(const char* collective, const Args&... args) {
+    py::gil_scoped_acquire gil;
+    py::object work = (*caller_)(*group_, collective, args...);
+    return work.cast<c10::intrusive_ptr<c10d::Work>>();
+  }
+
+  std::shared_ptr<py::object> group_;
+  std::shared_ptr<py::object> caller_;
+  PythonGroupTraits traits_;
+};
+
+} // namespace
+
+std::shared_ptr<Communicator> make_python_group_communicator(py::object group, py::object caller,
+                                                             PythonGroupTraits traits) {
+  return make_group_communicator(
+      std::make_unique<PythonGroupCalls>(std::move(group), std::move(caller), std::move(traits)));
+}
+
+} // namespace c10d_func
