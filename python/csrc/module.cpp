@@ -20,23 +20,12 @@ namespace py = pybind11;
 namespace c10d_func {
 namespace {
 
-// A Python callable kept by C++ forever: its reference is dropped only with the GIL held, and not
-// at all once the interpreter is gone (the registry is never destroyed).
-std::shared_ptr<py::object> keep(py::object callable) {
-  return std::shared_ptr<py::object>(new py::object(std::move(callable)), [](py::object* held) {
-    if (Py_IsInitialized()) {
-      py::gil_scoped_acquire gil;
-      delete held;
-    }
-  });
-}
-
 c10::DeviceType parse_device(const std::string& device) {
   return c10::Device(device).type();
 }
 
 void set_world_provider(py::object provider) {
-  auto held = keep(std::move(provider));
+  auto held = hold_python(std::move(provider));
   GroupRegistry::instance().set_world_provider([held]() -> std::optional<World> {
     py::gil_scoped_acquire gil;
     py::object found = (*held)();
@@ -50,7 +39,7 @@ void set_world_provider(py::object provider) {
 }
 
 void set_group_binder(py::object binder) {
-  auto held = keep(std::move(binder));
+  auto held = hold_python(std::move(binder));
   GroupRegistry::instance().set_group_binder(
       [held](std::string_view op, c10::Device device, const std::string& tag,
              const std::vector<int64_t>& ranks, int64_t group_size, bool delegated) {
@@ -77,7 +66,7 @@ void register_python_group(py::object group, py::object caller, const std::strin
 }
 
 void add_backend_transport(const std::string& device, const std::string& name, py::object factory) {
-  auto held = keep(std::move(factory));
+  auto held = hold_python(std::move(factory));
   Transport transport;
   transport.name = name;
   transport.factory = [held](const Rendezvous& rendezvous) {

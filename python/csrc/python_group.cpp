@@ -8,11 +8,8 @@
 namespace py = pybind11;
 
 namespace c10d_func {
-namespace {
 
-// A Python object held from C++: its reference is dropped with the GIL held, and not at all
-// once the interpreter is gone.
-std::shared_ptr<py::object> hold(py::object object) {
+std::shared_ptr<py::object> hold_python(py::object object) {
   return std::shared_ptr<py::object>(new py::object(std::move(object)), [](py::object* held) {
     if (Py_IsInitialized()) {
       py::gil_scoped_acquire gil;
@@ -21,10 +18,12 @@ std::shared_ptr<py::object> hold(py::object object) {
   });
 }
 
+namespace {
+
 class PythonGroupCalls final : public GroupCalls {
  public:
   PythonGroupCalls(py::object group, py::object caller, PythonGroupTraits traits)
-      : group_(hold(std::move(group))), caller_(hold(std::move(caller))),
+      : group_(hold_python(std::move(group))), caller_(hold_python(std::move(caller))),
         traits_(std::move(traits)) {}
 
   int64_t rank() const override { return traits_.rank; }

@@ -13,6 +13,10 @@
 
 namespace c10d_func {
 
+// A Python object kept by C++: its reference is dropped only with the GIL held, and not at all
+// once the interpreter is gone (the registry that holds most of them is never destroyed).
+std::shared_ptr<pybind11::object> hold_python(pybind11::object object);
+
 struct PythonGroupTraits {
   int64_t rank = -1;
   int64_t size = 0;
