@@ -65,11 +65,7 @@ _TORCH_NAMES = {
 }
 
 
-def _local_tensor_mode_active() -> bool:
-    if torch.compiler.is_compiling():
-        return False
-    module = sys.modules.get("torch.distributed._local_tensor")
-    return module is not None and module.enabled_local_tensor_mode() is not None
+_LOCAL_TENSOR_MODULE = "torch.distributed._local_tensor"
 
 
 def _simulated_by_torch_under_local_tensor_mode(fn: _F) -> _F:
@@ -81,7 +77,10 @@ def _simulated_by_torch_under_local_tensor_mode(fn: _F) -> _F:
 
     @functools.wraps(fn)
     def dispatch(*args: Any, **kwargs: Any) -> Any:
-        if _local_tensor_mode_active():
+        # Inline, not a helper: this runs on every eager call (about 0.3 µs). The mode's module
+        # is only looked at once something imported it.
+        local = None if torch.compiler.is_compiling() else sys.modules.get(_LOCAL_TENSOR_MODULE)
+        if local is not None and local.enabled_local_tensor_mode() is not None:
             from torch.distributed import _functional_collectives as torch_funcol
 
             torch_fn = getattr(torch_funcol, name, None) or getattr(
