@@ -266,31 +266,6 @@ GroupCalls::Work GroupCalls::reduce_scatter_base(at::Tensor&, at::Tensor&,
   TORCH_INTERNAL_ASSERT(false, "reduce_scatter_base called on a group without one");
 }
 
-std::string reduce_op_name(const c10d::ReduceOp& op) {
-  using Kind = c10d::ReduceOp::RedOpType;
-  switch (op.op_) {
-    case Kind::SUM:
-      return "sum";
-    case Kind::AVG:
-      return "avg";
-    case Kind::PRODUCT:
-      return "product";
-    case Kind::MIN:
-      return "min";
-    case Kind::MAX:
-      return "max";
-    case Kind::BAND:
-      return "band";
-    case Kind::BOR:
-      return "bor";
-    case Kind::BXOR:
-      return "bxor";
-    default:
-      TORCH_CHECK(false, "c10d_func: reduce op ", static_cast<int>(op.op_),
-                  " has no name a ProcessGroup method takes");
-  }
-}
-
 std::shared_ptr<Communicator> make_group_communicator(std::unique_ptr<GroupCalls> calls) {
   TORCH_INTERNAL_ASSERT(calls, "make_group_communicator needs a group");
   return std::make_shared<GroupCommunicator>(std::move(calls));

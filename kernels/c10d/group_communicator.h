@@ -51,7 +51,4 @@ std::shared_ptr<Communicator> make_group_communicator(std::unique_ptr<GroupCalls
 
 std::shared_ptr<Communicator> make_backend_communicator(c10::intrusive_ptr<c10d::Backend> backend);
 
-// "sum", "avg", "product", "min", "max", "band", "bor", "bxor": a c10d ReduceOp's name.
-std::string reduce_op_name(const c10d::ReduceOp& op);
-
 } // namespace c10d_func

@@ -23,18 +23,6 @@ _NAMES = {
     "alltoall_base": ("all_to_all_single", "alltoall_base"),
 }
 
-_REDUCE_OPS = {
-    "sum": dist.ReduceOp.SUM,
-    "avg": dist.ReduceOp.AVG,
-    "product": dist.ReduceOp.PRODUCT,
-    "min": dist.ReduceOp.MIN,
-    "max": dist.ReduceOp.MAX,
-    "band": dist.ReduceOp.BAND,
-    "bor": dist.ReduceOp.BOR,
-    "bxor": dist.ReduceOp.BXOR,
-}
-
-
 def is_python_group(pg: dist.ProcessGroup) -> bool:
     return type(pg) is not dist.ProcessGroup
 
@@ -75,13 +63,6 @@ def _native(work: Any) -> dist.Work:
     return torch._C._distributed_c10d._create_work_from_future(future)
 
 
-def _options(kind: type, **fields: Any) -> Any:
-    options = kind()
-    for name, value in fields.items():
-        setattr(options, name, value)
-    return options
-
-
 def _missing(pg: dist.ProcessGroup, collective: str, names: tuple[str, ...]) -> NotImplementedError:
     return NotImplementedError(
         f"c10d_func: process group {pg!r} ({type(pg).__name__}) defines none of "
@@ -90,11 +71,12 @@ def _missing(pg: dist.ProcessGroup, collective: str, names: tuple[str, ...]) -> 
 
 
 def call_group_method(pg: dist.ProcessGroup, collective: str, *args: Any) -> dist.Work:
-    """Runs `collective` on `pg` through its own method; called by c10d_func's C++ side."""
+    """Runs `collective` on `pg` through its own method; called by c10d_func's C++ side with
+    torch's option objects (AllreduceOptions, …) as the group's methods take them."""
     n = pg.size()
     if collective == "allreduce":
-        tensors, op = args
-        work = pg.allreduce(tensors, _options(dist.AllreduceOptions, reduceOp=_REDUCE_OPS[op]))
+        tensors, options = args
+        work = pg.allreduce(tensors, options)
     elif collective == "allgather_base":
         output, input = args
         method = python_method(pg, *_NAMES[collective])
@@ -105,8 +87,7 @@ def call_group_method(pg: dist.ProcessGroup, collective: str, *args: Any) -> dis
         else:
             raise _missing(pg, "all_gather", (*_NAMES[collective], "allgather"))
     elif collective == "reduce_scatter_base":
-        output, input, op = args
-        options = _options(dist.ReduceScatterOptions, reduceOp=_REDUCE_OPS[op])
+        output, input, options = args
         method = python_method(pg, *_NAMES[collective])
         if method is not None:
             work = method(output, input, options)
@@ -118,19 +99,12 @@ def call_group_method(pg: dist.ProcessGroup, collective: str, *args: Any) -> dis
         if method is None:
             raise _missing(pg, "all_to_all", _NAMES[collective])
         work = method(output, input, output_splits, input_splits)
-    elif collective == "broadcast":
-        tensors, root = args
-        work = pg.broadcast(tensors, _options(dist.BroadcastOptions, rootRank=root))
-    elif collective == "reduce":
-        tensors, root, op = args
-        options = _options(dist.ReduceOptions, rootRank=root, reduceOp=_REDUCE_OPS[op])
-        work = pg.reduce(tensors, options)
-    elif collective == "gather":
-        outputs, inputs, root = args
-        work = pg.gather(outputs, inputs, _options(dist.GatherOptions, rootRank=root))
-    elif collective == "scatter":
-        outputs, inputs, root = args
-        work = pg.scatter(outputs, inputs, _options(dist.ScatterOptions, rootRank=root))
+    elif collective in ("broadcast", "reduce"):
+        tensors, options = args
+        work = getattr(pg, collective)(tensors, options)
+    elif collective in ("gather", "scatter"):
+        outputs, inputs, options = args
+        work = getattr(pg, collective)(outputs, inputs, options)
     else:
         raise ValueError(f"c10d_func: unknown collective {collective!r}")
     return _native(work)

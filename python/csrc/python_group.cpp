@@ -33,7 +33,7 @@ class PythonGroupCalls final : public GroupCalls {
   bool has_reduce_scatter() const override { return traits_.has_reduce_scatter; }
 
   Work allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override {
-    return call("allreduce", tensors, reduce_op_name(opts.reduceOp));
+    return call("allreduce", tensors, opts);
   }
   Work allgather_base(at::Tensor& output, at::Tensor& input) override {
     return call("allgather_base", output, input);
@@ -43,27 +43,27 @@ class PythonGroupCalls final : public GroupCalls {
     return call("alltoall_base", output, input, output_splits, input_splits);
   }
   Work broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override {
-    return call("broadcast", tensors, opts.rootRank);
+    return call("broadcast", tensors, opts);
   }
   Work reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override {
-    return call("reduce", tensors, opts.rootRank, reduce_op_name(opts.reduceOp));
+    return call("reduce", tensors, opts);
   }
   Work gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
               const c10d::GatherOptions& opts) override {
-    return call("gather", outputs, inputs, opts.rootRank);
+    return call("gather", outputs, inputs, opts);
   }
   Work scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                const c10d::ScatterOptions& opts) override {
-    return call("scatter", outputs, inputs, opts.rootRank);
+    return call("scatter", outputs, inputs, opts);
   }
   Work reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                            const c10d::ReduceScatterOptions& opts) override {
-    return call("reduce_scatter_base", output, input, reduce_op_name(opts.reduceOp));
+    return call("reduce_scatter_base", output, input, opts);
   }
 
  private:
-  // The caller hands back a native Work (it wraps a Python one), so nothing below reaches
-  // into Python again without the GIL.
+  // Options pass as torch's own Python option objects. The caller hands back a native Work (it
+  // wraps a Python one), so nothing below reaches into Python again without the GIL.
   template <typename... Args>
   Work call(const char* collective, const Args&... args) {
     py::gil_scoped_acquire gil;
