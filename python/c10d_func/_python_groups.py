@@ -51,16 +51,14 @@ def _native(work: Any) -> dist.Work:
     written in Python (or None) as a Work over its future, waited here when it has none."""
     if work is not None and type(work).__module__ == dist.Work.__module__:
         return work
-    future: torch.futures.Future = torch.futures.Future()
-    try:
-        if work is None:
-            raise NotImplementedError
-        future = work.get_future()
-    except (NotImplementedError, RuntimeError, AttributeError):
-        if work is not None:
-            work.wait()
-        future.set_result(None)
-    return torch._C._distributed_c10d._create_work_from_future(future)
+    if work is not None:
+        try:
+            return torch._C._distributed_c10d._create_work_from_future(work.get_future())
+        except (NotImplementedError, RuntimeError, AttributeError):
+            work.wait()  # get_future is optional for a Work written in Python
+    done: torch.futures.Future = torch.futures.Future()
+    done.set_result(None)
+    return torch._C._distributed_c10d._create_work_from_future(done)
 
 
 def _missing(pg: dist.ProcessGroup, collective: str, names: tuple[str, ...]) -> NotImplementedError:

@@ -182,7 +182,7 @@ class PythonForwardingGroup(dist.ProcessGroup):
     alltoall_base = all_to_all_single
 
     def broadcast(self, tensors, opts=None):  # type: ignore[no-untyped-def]
-        return self._forward("broadcast", "broadcast", tensors, opts)
+        return PythonWorkWithoutFuture(self._forward("broadcast", "broadcast", tensors, opts))
 
     def reduce(self, tensors, opts=None):  # type: ignore[no-untyped-def]
         return self._forward("reduce", "reduce", tensors, opts)
@@ -192,6 +192,18 @@ class PythonForwardingGroup(dist.ProcessGroup):
 
     def scatter(self, outputs, inputs, opts=None):  # type: ignore[no-untyped-def]
         return self._forward("scatter", "scatter", outputs, inputs, opts)
+
+
+class PythonWorkWithoutFuture(dist.Work):
+    """A Work written in Python, without get_future (optional for such Works): c10d_func must
+    wait on it before the result is read."""
+
+    def __init__(self, inner: dist.Work) -> None:
+        super().__init__()
+        self._inner = inner
+
+    def wait(self, timeout=None) -> bool:  # type: ignore[no-untyped-def, override]
+        return self._inner.wait()
 
 
 def _create_python_group(store, rank, size, timeout):  # type: ignore[no-untyped-def]
