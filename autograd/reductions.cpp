@@ -157,9 +157,32 @@ at::Tensor reduce(const at::Tensor& self, c10::string_view reduce_op, int64_t ds
                                GroupArgs(tag, ranks, group_size));
 }
 
+void all_reduce_coalesced_(at::TensorList self, c10::string_view reduce_op, c10::string_view tag,
+                           at::IntArrayRef ranks, int64_t group_size) {
+  if (records_grad(self)) {
+    // As all_reduce_: per tensor, the functional op and an in-place copy autograd can see.
+    for (const auto& tensor : self) {
+      at::Tensor target = tensor;
+      all_reduce_(target, reduce_op, tag, ranks, group_size);
+    }
+    return;
+  }
+  {
+    at::AutoDispatchBelowADInplaceOrView below;
+    static const auto op =
+        handles::lookup<void(at::TensorList, c10::string_view, c10::string_view, at::IntArrayRef,
+                             int64_t)>("c10d_func::all_reduce_coalesced_");
+    op.call(self, reduce_op, tag, ranks, group_size);
+  }
+  for (const auto& tensor : self) {
+    torch::autograd::increment_version(tensor);
+  }
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(c10d_func, Autograd, m) {
+  m.impl("all_reduce_coalesced_", &all_reduce_coalesced_);
   m.impl("all_reduce", &all_reduce);
   m.impl("all_reduce_", &all_reduce_);
   m.impl("all_reduce_coalesced", &all_reduce_coalesced);

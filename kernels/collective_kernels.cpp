@@ -102,6 +102,29 @@ std::vector<at::Tensor> all_reduce_coalesced(
   return outputs;
 }
 
+void all_reduce_coalesced_(
+    at::TensorList self,
+    c10::string_view reduce_op,
+    c10::string_view tag,
+    at::IntArrayRef ranks,
+    int64_t group_size) {
+  constexpr std::string_view kOp = "all_reduce_coalesced_";
+  check_group_shape(kOp, ranks, group_size);
+  const ReduceOp op = parse_reduce_op(kOp, reduce_op);
+  for (const auto& tensor : self) {
+    check_reduce_dtype(kOp, op, tensor.scalar_type());
+  }
+  check_same_device(kOp, self);
+  if (self.empty()) {
+    return;
+  }
+  CollectiveCall call(kOp, self, tag, ranks, group_size);
+  for (const auto& tensor : self) {
+    at::Tensor buffer = tensor.contiguous();
+    call.record(tensor, into(tensor, buffer, call.communicator().all_reduce(buffer, op)));
+  }
+}
+
 static at::Tensor all_gather_one(const CollectiveCall& call, std::string_view op, const at::Tensor& self) {
   at::Tensor input = call.sendable(self);
   at::Tensor output = new_output(gathered_shape(op, self.sym_sizes(), call.group_size()), self);
@@ -117,6 +140,20 @@ at::Tensor all_gather_into_tensor(
   constexpr std::string_view kOp = "all_gather_into_tensor";
   CollectiveCall call(kOp, self, tag, ranks, group_size);
   return all_gather_one(call, kOp, self);
+}
+
+void all_gather_into_tensor_out(
+    const at::Tensor& self,
+    c10::string_view tag,
+    at::IntArrayRef ranks,
+    int64_t group_size,
+    at::Tensor& out) {
+  constexpr std::string_view kOp = "all_gather_into_tensor_out";
+  check_group_shape(kOp, ranks, group_size);
+  check_out(kOp, self, out, gathered_shape(kOp, self.sym_sizes(), group_size));
+  CollectiveCall call(kOp, self, tag, ranks, group_size);
+  at::Tensor buffer = out.contiguous();
+  call.record(out, into(out, buffer, call.communicator().all_gather(buffer, call.sendable(self))));
 }
 
 std::vector<at::Tensor> all_gather_into_tensor_coalesced(
@@ -161,6 +198,23 @@ at::Tensor reduce_scatter_tensor(
   (void)scattered_shape(kOp, self.sym_sizes(), group_size); // shape errors before any world
   CollectiveCall call(kOp, self, tag, ranks, group_size);
   return reduce_scatter_one(call, kOp, self, op);
+}
+
+void reduce_scatter_tensor_out(
+    const at::Tensor& self,
+    c10::string_view reduce_op,
+    c10::string_view tag,
+    at::IntArrayRef ranks,
+    int64_t group_size,
+    at::Tensor& out) {
+  constexpr std::string_view kOp = "reduce_scatter_tensor_out";
+  check_group_shape(kOp, ranks, group_size);
+  const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
+  check_out(kOp, self, out, scattered_shape(kOp, self.sym_sizes(), group_size));
+  CollectiveCall call(kOp, self, tag, ranks, group_size);
+  at::Tensor buffer = out.contiguous();
+  call.record(out,
+              into(out, buffer, call.communicator().reduce_scatter(buffer, call.sendable(self), op)));
 }
 
 std::vector<at::Tensor> reduce_scatter_tensor_coalesced(

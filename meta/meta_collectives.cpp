@@ -58,11 +58,25 @@ std::vector<at::Tensor> all_reduce_coalesced(at::TensorList self, c10::string_vi
   return outputs;
 }
 
+void all_reduce_coalesced_(at::TensorList self, c10::string_view reduce_op, c10::string_view tag,
+                           at::IntArrayRef ranks, int64_t group_size) {
+  GroupSpec::parse("all_reduce_coalesced_", tag, ranks, group_size);
+  check_reduction("all_reduce_coalesced_", reduce_op, self);
+  check_same_device("all_reduce_coalesced_", self);
+}
+
 at::Tensor all_gather_into_tensor(const at::Tensor& self, c10::string_view tag,
                                   at::IntArrayRef ranks, int64_t group_size) {
   constexpr std::string_view kOp = "all_gather_into_tensor";
   GroupSpec::parse(kOp, tag, ranks, group_size);
   return new_output(gathered_shape(kOp, self.sym_sizes(), group_size), self);
+}
+
+void all_gather_into_tensor_out(const at::Tensor& self, c10::string_view tag,
+                                at::IntArrayRef ranks, int64_t group_size, at::Tensor& out) {
+  constexpr std::string_view kOp = "all_gather_into_tensor_out";
+  GroupSpec::parse(kOp, tag, ranks, group_size);
+  check_out(kOp, self, out, gathered_shape(kOp, self.sym_sizes(), group_size));
 }
 
 std::vector<at::Tensor> all_gather_into_tensor_coalesced(at::TensorList self, c10::string_view tag,
@@ -85,6 +99,15 @@ at::Tensor reduce_scatter_tensor(const at::Tensor& self, c10::string_view reduce
   GroupSpec::parse(kOp, tag, ranks, group_size);
   check_reduction(kOp, reduce_op, self);
   return new_output(scattered_shape(kOp, self.sym_sizes(), group_size), self);
+}
+
+void reduce_scatter_tensor_out(const at::Tensor& self, c10::string_view reduce_op,
+                               c10::string_view tag, at::IntArrayRef ranks, int64_t group_size,
+                               at::Tensor& out) {
+  constexpr std::string_view kOp = "reduce_scatter_tensor_out";
+  GroupSpec::parse(kOp, tag, ranks, group_size);
+  check_reduction(kOp, reduce_op, self);
+  check_out(kOp, self, out, scattered_shape(kOp, self.sym_sizes(), group_size));
 }
 
 std::vector<at::Tensor> reduce_scatter_tensor_coalesced(at::TensorList self,
@@ -153,6 +176,37 @@ at::Tensor permute(const at::Tensor& self, at::IntArrayRef src_dst, c10::string_
   GroupSpec::parse("permute", tag, ranks, group_size);
   check_permutation("permute", src_dst, group_size);
   return same_shape_output(self);
+}
+
+at::Tensor isend(const at::Tensor& self, int64_t dst, int64_t msg_tag, c10::string_view tag,
+                 at::IntArrayRef ranks, int64_t group_size) {
+  GroupSpec::parse("isend", tag, ranks, group_size);
+  check_group_index("isend", "dst", dst, group_size);
+  return at::empty({0}, self.options());
+}
+
+at::Tensor irecv(const at::Tensor& self, int64_t src, int64_t msg_tag, c10::string_view tag,
+                 at::IntArrayRef ranks, int64_t group_size) {
+  GroupSpec::parse("irecv", tag, ranks, group_size);
+  check_group_index("irecv", "src", src, group_size);
+  return same_shape_output(self);
+}
+
+std::vector<at::Tensor> batch_p2p_ops(std::vector<std::string> op_list, at::IntArrayRef peer_list,
+                                      at::IntArrayRef msg_tag_list, at::TensorList tensors,
+                                      c10::string_view tag, at::IntArrayRef ranks,
+                                      int64_t group_size) {
+  constexpr std::string_view kOp = "batch_p2p_ops";
+  GroupSpec::parse(kOp, tag, ranks, group_size);
+  check_message_lists(kOp, op_list, peer_list.size(), msg_tag_list.size(), tensors.size());
+  check_same_device(kOp, tensors);
+  std::vector<at::Tensor> outputs;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    check_group_index(kOp, "peer_list", peer_list[i], group_size);
+    outputs.push_back(op_list[i] == "isend" ? at::empty({0}, tensors[i].options())
+                                            : same_shape_output(tensors[i]));
+  }
+  return outputs;
 }
 
 // The input itself, as the CPU and CUDA kernels return it (the collective's own buffer), so that

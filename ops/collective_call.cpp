@@ -80,13 +80,18 @@ at::Tensor CollectiveCall::sendable(const at::Tensor& self) const {
 }
 
 void CollectiveCall::record(const at::Tensor& output, const Completion& completion) const {
+  record_output(op_, group_, output, completion);
+}
+
+void record_output(std::string_view op, const std::shared_ptr<const ResolvedGroup>& group,
+                   const at::Tensor& output, const Completion& completion) {
   // A completion done without error and bound to no device has nothing left to wait for. A CUDA
   // completion is done as soon as the collective is enqueued, but waiting on it still makes the
   // waiter's stream wait for the collective's event, so it is always recorded.
   if (completion->completed() && !completion->hasError() && completion->devices().empty()) {
     return;
   }
-  record_pending(output, PendingCollective{without_value(completion), op_, group_});
+  record_pending(output, PendingCollective{without_value(completion), op, group});
   if (blocking()) {
     wait_pending(output);
   }

@@ -37,6 +37,11 @@ class CollectiveCall {
   std::shared_ptr<const ResolvedGroup> group_;
 };
 
+// `output` stays pending until `completion` is done: CollectiveCall::record for calls that find
+// their group another way (messages). `op` must outlive the pending work (a literal).
+void record_output(std::string_view op, const std::shared_ptr<const ResolvedGroup>& group,
+                   const at::Tensor& output, const Completion& completion);
+
 // Checks what needs neither a world nor a cache: group_size positive and dividing len(ranks).
 // Kernels call it before checking arguments that are indices into the group (src, dst).
 void check_group_shape(std::string_view op, c10::ArrayRef<int64_t> ranks, int64_t group_size);

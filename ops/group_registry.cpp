@@ -1,6 +1,8 @@
 // The group-resolution registry; see group_registry.h.
 #include "ops/group_registry.h"
 
+#include "ops/message_routes.h"
+
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <c10/util/Exception.h>
@@ -620,6 +622,7 @@ void GroupRegistry::shutdown() {
     impl().split_partitions.clear();
   }
   impl().clear_cache();
+  forget_message_routes();
   // The world stays: an env:// store torn down here and re-created by the next call would let
   // a fast peer reconnect to the old server just before it goes away.
 }

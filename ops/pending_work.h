@@ -1,9 +1,15 @@
 #pragma once
-// The pending-work table: which output storage is still being written by which collective.
-// A kernel records its output; wait_tensor takes the entry and blocks (CPU) until the Completion
-// is done. Keyed by storage, so any view of an output finds its collective. Entries whose
-// storage died without a wait are swept: the collective itself keeps alive what it touches, so
-// dropping an output never leaks, crashes or deadlocks.
+// Pending work: which output storage is still being written by which collective, shared with
+// torch. Every recorded collective becomes a c10d::Work registered in torch's own work registry
+// (c10d::register_work), so whatever waits a tensor waits it: c10d_func's wait_tensor, torch's
+// _c10d_functional.wait_tensor and the C shim that inductor's C++ wrapper and AOTInductor call
+// (aoti_torch_cpu__c10d_functional_wait_tensor), and either library's AsyncCollectiveTensor.
+// c10d_func's wait_tensor waits through torch's registry too, so a Work that torch or a user
+// registered (torch._C._distributed_c10d._register_work) is waited as well.
+//
+// Beside torch's registry, a table of our own keeps what torch's does not offer: outputs dropped
+// without a wait are swept from both (torch's never forgets an entry), shutdown() drains every
+// collective, exit settles them, and pending_count() counts them.
 #include <ATen/core/Tensor.h>
 
 #include "ops/communicator.h"
@@ -19,17 +25,18 @@ struct PendingCollective {
   Completion completion;
   std::string_view op; // "all_reduce": a literal of the kernel's
   // The group it ran in: named in errors (described only then), and its communicator is marked
-  // failed if the collective fails.
+  // failed if the collective fails (messages have none: they run on channels of their own).
   std::shared_ptr<const ResolvedGroup> group;
 };
 
 void record_pending(const at::Tensor& output, PendingCollective pending);
 
-// Blocks until the collective writing `tensor` (if any) is done; raises, naming op and group,
-// if it failed. A tensor with no pending collective returns at once.
+// Blocks until every collective writing `tensor` (c10d_func's, or any Work registered for it in
+// torch's registry) is done; raises, naming op and group, if one failed. A tensor with no pending
+// collective returns at once.
 void wait_pending(const at::Tensor& tensor);
 
-// Number of entries still held (introspection and leak tests).
+// Number of c10d_func collectives still recorded (introspection and leak tests).
 int64_t pending_count();
 
 // Waits for everything recorded so far, ignoring failures (shutdown).

@@ -13,7 +13,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include "ops/backend/point_to_point.h"
+#include "ops/point_to_point.h"
 #include "ops/communicator.h"
 
 #include <chrono>

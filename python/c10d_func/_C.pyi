@@ -65,6 +65,9 @@ def settle_at_exit() -> tuple[int, int]:
 def pending_count() -> int:
     """Outputs whose collective has not been waited on (and whose storage is alive)."""
 
+def op_names() -> list[str]:
+    """Every operator with kernels per dispatch key (the one list in ops/register_kernels.h)."""
+
 def collective_timeout_seconds() -> float:
     """How long a collective may wait for its peers (C10D_FUNC_TIMEOUT)."""
 

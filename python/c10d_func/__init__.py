@@ -7,6 +7,7 @@ to import it or to trace programs that use it.
 The package is a drop-in for torch.distributed._functional_collectives: ``import c10d_func as
 funcol`` gives the same functions (`all_reduce`, `all_gather_tensor`, …, `wait_tensor`,
 `AsyncCollectiveTensor`), plus `gather`, `scatter` and `reduce`; see `c10d_func.functional`.
+Point-to-point messages (`isend`, `irecv`, `batch_p2p_ops`) are in `c10d_func.messages`.
 
 Importing it also registers the torch.distributed backend ``"c10d_func"``
 (``dist.init_process_group("c10d_func")``), whose groups run on the same transports, and
@@ -20,8 +21,9 @@ import torch  # noqa: F401  (loads libtorch before the native library that links
 from . import _C, _backend, _compile, _registry  # noqa: F401  (loading _C registers torch.ops.c10d_func)
 from ._backend import split_group
 from ._registry import groups, init, register_group, set_transport, shutdown, world
-from . import functional
+from . import functional, messages
 from .functional import *  # noqa: F403  (the drop-in API; its names are in functional.__all__)
+from .messages import batch_p2p_ops, irecv, isend
 
 _registry.install()
 _backend.install()
@@ -29,6 +31,7 @@ _compile.install()
 
 __all__ = [
     *functional.__all__,
+    *messages.__all__,
     "groups",
     "init",
     "register_group",

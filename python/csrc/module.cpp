@@ -11,6 +11,7 @@
 #include "ops/backend/func_backend.h"
 #include "ops/group_registry.h"
 #include "ops/pending_work.h"
+#include "ops/register_kernels.h"
 
 #include <chrono>
 #include <memory>
@@ -204,6 +205,13 @@ PYBIND11_MODULE(_C, m) {
       "shutdown", [] { GroupRegistry::instance().shutdown(); },
       py::call_guard<py::gil_scoped_release>());
   m.def("pending_count", &pending_count);
+  // The operators with kernels per dispatch key, from the one list in ops/register_kernels.h:
+  // the Python side (inductor lowerings, tests) checks itself against it.
+  m.def("op_names", [] {
+#define C10D_FUNC_OP_NAME(name) #name,
+    return std::vector<std::string>{C10D_FUNC_FOR_EACH_OP(C10D_FUNC_OP_NAME)};
+#undef C10D_FUNC_OP_NAME
+  });
   m.def(
       "settle_at_exit",
       [] {

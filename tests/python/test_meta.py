@@ -8,26 +8,11 @@ import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-import c10d_func  # noqa: F401
+import c10d_func
 
 ops = torch.ops.c10d_func
-OPS = [
-    "all_reduce",
-    "all_reduce_",
-    "all_reduce_coalesced",
-    "all_gather_into_tensor",
-    "all_gather_into_tensor_coalesced",
-    "reduce_scatter_tensor",
-    "reduce_scatter_tensor_coalesced",
-    "all_to_all_single",
-    "broadcast",
-    "broadcast_",
-    "reduce",
-    "gather",
-    "scatter",
-    "permute",
-    "wait_tensor",
-]
+# From the native module's one list of operators, so a new op is checked without being named here.
+OPS = c10d_func._C.op_names()
 
 
 @pytest.mark.parametrize("name", OPS)
@@ -59,6 +44,8 @@ SHAPE_CASES = {
     "gather": (lambda: ops.gather(meta(3, 2), 1, "", *R4), (6, 2)),
     "scatter": (lambda: ops.scatter(meta(6, 2), 0, "", *R4), (3, 2)),
     "permute": (lambda: ops.permute(meta(3, 2), [1, 0], "", *R4), (3, 2)),
+    "isend": (lambda: ops.isend(meta(3, 2), 1, 7, "", *R4), (0,)),
+    "irecv": (lambda: ops.irecv(meta(3, 2), 0, 7, "", *R4), (3, 2)),
 }
 
 
@@ -87,6 +74,23 @@ def test_meta_coalesced_and_inplace():
     assert ops.broadcast_(x, 0, "", [0, 1], 2) is None
     assert x.shape == (3,)
     assert ops.wait_tensor(x) is x
+    assert ops.all_reduce_coalesced_([x, meta(2)], "max", "", [0, 1], 2) is None
+    gathered, scattered = meta(6), meta(1, 3)
+    assert ops.all_gather_into_tensor_out(x, "", [0, 1], 2, out=gathered) is None
+    assert ops.reduce_scatter_tensor_out(meta(2, 3), "sum", "", [0, 1], 2, out=scattered) is None
+
+
+def test_meta_batch_of_messages():
+    outs = ops.batch_p2p_ops(["isend", "irecv"], [1, 1], [0, 0], [meta(2, 3), meta(4)], "", *R4)
+    assert [tuple(o.shape) for o in outs] == [(0,), (4,)]
+    with pytest.raises(RuntimeError, match="c10d_func.batch_p2p_ops: op_list entry 'recv'"):
+        ops.batch_p2p_ops(["recv"], [1], [0], [meta(2)], "", *R4)
+
+
+def test_every_op_has_an_inductor_lowering():
+    from torch._inductor.lowering import lowerings
+
+    assert [name for name in OPS if getattr(ops, name).default not in lowerings] == []
 
 
 def traced(group_size: int):

@@ -70,14 +70,30 @@ def samples(rank: int, world_size: int, requires_grad: bool) -> list[tuple[str, 
             ("all_reduce_", ops.all_reduce_.default, (t(3, 2), "sum", "", *group)),
             ("all_reduce_ int", ops.all_reduce_.default, (torch.arange(6) + rank, "bxor", "", *group)),
             ("broadcast_", ops.broadcast_.default, (t(4), n - 1, "", *group)),
+            ("all_reduce_coalesced_", ops.all_reduce_coalesced_.default, ([t(3), t(2, 2)], "max", "", *group)),
+            ("all_gather_into_tensor_out", ops.all_gather_into_tensor_out.default, (t(2, 3), "", *group), {"out": t(2 * n, 3)}),
+            ("reduce_scatter_tensor_out", ops.reduce_scatter_tensor_out.default, (t(2 * n, 3), "sum", "", *group), {"out": t(2, 3)}),
         ]
+    if n > 1 and not requires_grad:
+        # Messages are not differentiable (as torch's): backward raises "derivative for
+        # c10d_func::batch_p2p_ops is not implemented". Every rank sends to and receives from its right and left neighbours, so each rank runs
+        # as many sends as its peers run receives, whatever opcheck repeats.
+        right, left = (rank + 1) % n, (rank - 1) % n
+        out.append((
+            "batch_p2p_ops",
+            ops.batch_p2p_ops.default,
+            (["isend", "irecv"], [right, left], [0, 0], [t(3, 2), t(3, 2)], "", *group),
+        ))
     return out
 
 
 def body_opcheck(rank: int, world_size: int, requires_grad: bool) -> dict[str, dict[str, str]]:
     results = {}
-    for label, op, args in samples(rank, world_size, requires_grad):
-        report = torch.library.opcheck(op, args, test_utils=ALL_CHECKS, raise_exception=False)
+    for label, op, *call in samples(rank, world_size, requires_grad):
+        args, kwargs = call[0], (call[1] if len(call) > 1 else {})
+        report = torch.library.opcheck(
+            op, args, kwargs, test_utils=ALL_CHECKS, raise_exception=False
+        )
         results[label] = {check: str(outcome) for check, outcome in report.items()}
     return results
 

@@ -1,5 +1,5 @@
 // send/recv over two-member channels; see point_to_point.h.
-#include "ops/backend/point_to_point.h"
+#include "ops/point_to_point.h"
 
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>

@@ -1,0 +1,156 @@
+"""Every collective under every inductor wrapper, with messages large enough to be in flight.
+
+Inductor's C++ wrapper and AOTInductor do not call c10d_func's wait_tensor: they call torch's
+C shim (`aoti_torch_cpu__c10d_functional_wait_tensor`), which waits what torch's work registry
+holds. A collective whose output is read right after that wait reads garbage unless c10d_func's
+pending work is in torch's registry. Each program here reads every output immediately after its
+wait (`* 2 + 1`) and compares it with a reference built from every rank's known input. The
+messages are megabytes, so the shm and Gloo transports complete them on their own threads, after
+the op has returned.
+
+Wrappers: inductor's default Python wrapper, `cpp_wrapper=True`, and an AOTInductor package
+(`torch.export` → `aoti_compile_and_package` in the pytest process, where no world exists, then
+`aoti_load_package` in the rank processes, which never compiled it).
+"""
+
+from __future__ import annotations
+
+import os
+
+import c10d_func as funcol
+import pytest
+import torch
+from reference import make_input, mismatch
+from test_export import WORLD_ENV
+
+SALT = 23
+
+
+def rows_for(world_size: int) -> int:
+    # 2 MiB of float32 per rank: every transport runs it asynchronously.
+    return 256 * world_size
+
+
+class EveryCollective(torch.nn.Module):
+    """One call of every collective of the library, each output read right after its wait.
+    Rank-independent, so one compiled or exported program serves every rank."""
+
+    def __init__(self, world_size: int) -> None:
+        super().__init__()
+        self.everyone = list(range(world_size))
+        self.pairs = [self.everyone[i : i + 2] for i in range(0, world_size, 2)]
+        self.shift = [(i + 1) % world_size for i in range(world_size)]
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        n = len(self.everyone)
+        outputs = (
+            funcol.all_reduce(x, "sum", self.everyone),
+            *funcol.all_reduce_coalesced([x, x * 2], "max", self.pairs),
+            funcol.all_gather_tensor(x, 0, self.everyone),
+            *funcol.all_gather_into_tensor_coalesced([x, x + 1], self.pairs),
+            funcol.reduce_scatter_tensor(x, "sum", 0, self.everyone),
+            *funcol.reduce_scatter_tensor_coalesced([x, x * 3], "avg", [0, 0], self.pairs),
+            funcol.all_to_all_single(x, None, None, self.everyone),
+            funcol.broadcast(x, n - 1, self.everyone),
+            funcol.reduce(x, "sum", 0, self.pairs),
+            funcol.gather(x, 0, self.everyone),
+            funcol.scatter(x, 0, self.everyone),
+            funcol.permute_tensor(x, self.shift, self.everyone),
+        )
+        # Read at once: a wait that does not wait shows here as a wrong value.
+        return tuple(out * 2 + 1 for out in outputs)
+
+
+def expected_outputs(rank: int, world_size: int) -> list[torch.Tensor]:
+    """The same program computed from every rank's known input, with no communication."""
+    xs = [make_input(r, (rows_for(world_size), 1024), torch.float32, SALT) for r in range(world_size)]
+    n, me = world_size, rank
+    pair = [r for r in range(n) if r // 2 == me // 2]
+    mine = pair.index(me)
+
+    def stack(ts: list[torch.Tensor]) -> torch.Tensor:
+        return torch.stack([t.double() for t in ts])
+
+    total = stack(xs).sum(0)
+    pair_sum = stack([xs[r] for r in pair]).sum(0)
+    outputs = [
+        total,
+        stack([xs[r] for r in pair]).amax(0),
+        stack([xs[r] * 2 for r in pair]).amax(0),
+        torch.cat(xs),
+        torch.cat([xs[r] for r in pair]),
+        torch.cat([xs[r] + 1 for r in pair]),
+        total.chunk(n)[me],
+        (pair_sum / len(pair)).chunk(len(pair))[mine],
+        (stack([xs[r] * 3 for r in pair]).sum(0) / len(pair)).chunk(len(pair))[mine],
+        torch.cat([xs[r].chunk(n)[me] for r in range(n)]),
+        xs[n - 1],
+        pair_sum if mine == 0 else torch.zeros_like(pair_sum),
+        torch.cat(xs) if me == 0 else torch.zeros(n * xs[0].shape[0], 1024),
+        xs[0].chunk(n)[me],
+        xs[(me - 1) % n],
+    ]
+    return [(out.double() * 2 + 1).float() for out in outputs]
+
+
+def compare(rank: int, world_size: int, outputs: tuple[torch.Tensor, ...]) -> list[str]:
+    expected = expected_outputs(rank, world_size)
+    problems = []
+    if len(outputs) != len(expected):
+        return [f"rank {rank}: {len(outputs)} outputs, expected {len(expected)}"]
+    for i, (out, ref) in enumerate(zip(outputs, expected)):
+        problem = mismatch(out, ref, exact=False)
+        if problem:
+            problems.append(f"rank {rank} output {i}: {problem.splitlines()[0]}")
+    return problems
+
+
+def rank_input(rank: int, world_size: int) -> torch.Tensor:
+    return make_input(rank, (rows_for(world_size), 1024), torch.float32, SALT)
+
+
+def body_compiled(rank: int, world_size: int, cpp_wrapper: bool) -> list[str]:
+    torch._dynamo.reset()
+    program = EveryCollective(world_size)
+    with torch._inductor.config.patch({"cpp_wrapper": cpp_wrapper}):
+        compiled = torch.compile(program, fullgraph=True)
+        problems = []
+        for _ in range(2):  # the second call runs the cached program
+            problems += compare(rank, world_size, compiled(rank_input(rank, world_size)))
+    return problems
+
+
+@pytest.mark.parametrize("cpp_wrapper", [False, True], ids=["python-wrapper", "cpp-wrapper"])
+def test_every_collective_compiled(pool, cpp_wrapper):
+    failures = [p for r in pool.run(body_compiled, cpp_wrapper, timeout=600) for p in r]
+    assert not failures, "\n".join(failures)
+
+
+def body_run_aoti_package(rank: int, world_size: int, path: str) -> list[str]:
+    runner = torch._inductor.aoti_load_package(path)
+    problems = []
+    for _ in range(2):
+        problems += compare(rank, world_size, tuple(runner(rank_input(rank, world_size))))
+    return problems
+
+
+_packages: dict[int, str] = {}
+
+
+def aoti_package(world_size: int, directory: str) -> str:
+    """Exported and compiled once per world size, here, where no world exists."""
+    if world_size not in _packages:
+        with pytest.MonkeyPatch.context() as patch:
+            for name in WORLD_ENV:
+                patch.delenv(name, raising=False)
+            x = torch.zeros(rows_for(world_size), 1024)
+            ep = torch.export.export(EveryCollective(world_size), (x,))
+            path = os.path.join(directory, f"every_collective_ws{world_size}.pt2")
+            _packages[world_size] = torch._inductor.aoti_compile_and_package(ep, package_path=path)
+    return _packages[world_size]
+
+
+def test_every_collective_in_an_aoti_package(pool, tmp_path_factory):
+    path = aoti_package(pool.world_size, str(tmp_path_factory.getbasetemp()))
+    failures = [p for r in pool.run(body_run_aoti_package, path, timeout=300) for p in r]
+    assert not failures, "\n".join(failures)
