@@ -15,13 +15,17 @@ Wrappers: inductor's default Python wrapper, `cpp_wrapper=True`, and an AOTInduc
 
 from __future__ import annotations
 
+import io
 import os
+import subprocess
+import sys
 
 import c10d_func as funcol
 import pytest
 import torch
 from reference import make_input, mismatch
 from test_export import WORLD_ENV
+from worker_pool import free_port
 
 SALT = 23
 
@@ -61,9 +65,8 @@ class EveryCollective(torch.nn.Module):
         return tuple(out * 2 + 1 for out in outputs)
 
 
-def expected_outputs(rank: int, world_size: int) -> list[torch.Tensor]:
-    """The same program computed from every rank's known input, with no communication."""
-    xs = [make_input(r, (rows_for(world_size), 1024), torch.float32, SALT) for r in range(world_size)]
+def expected_outputs(rank: int, world_size: int, xs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The same program computed from every rank's known input `xs[r]`, with no communication."""
     n, me = world_size, rank
     pair = [r for r in range(n) if r // 2 == me // 2]
     mine = pair.index(me)
@@ -93,8 +96,12 @@ def expected_outputs(rank: int, world_size: int) -> list[torch.Tensor]:
     return [(out.double() * 2 + 1).float() for out in outputs]
 
 
-def compare(rank: int, world_size: int, outputs: tuple[torch.Tensor, ...]) -> list[str]:
-    expected = expected_outputs(rank, world_size)
+def compare(
+    rank: int, world_size: int, outputs: tuple[torch.Tensor, ...], xs: list[torch.Tensor] | None = None
+) -> list[str]:
+    if xs is None:
+        xs = [rank_input(r, world_size) for r in range(world_size)]
+    expected = expected_outputs(rank, world_size, xs)
     problems = []
     if len(outputs) != len(expected):
         return [f"rank {rank}: {len(outputs)} outputs, expected {len(expected)}"]
@@ -153,4 +160,57 @@ def aoti_package(world_size: int, directory: str) -> str:
 def test_every_collective_in_an_aoti_package(pool, tmp_path_factory):
     path = aoti_package(pool.world_size, str(tmp_path_factory.getbasetemp()))
     failures = [p for r in pool.run(body_run_aoti_package, path, timeout=300) for p in r]
+    assert not failures, "\n".join(failures)
+
+
+# ------------------------------------------------- the package run by C++ alone, no Python
+
+RUNNER = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "editable", "c10d_func_aoti_runner"
+)
+
+
+def runner_input(rank: int, world_size: int) -> torch.Tensor:
+    """What tests/cpp/programs/aoti_runner.cpp feeds rank `rank`."""
+    rows = rows_for(world_size)
+    return ((torch.arange(rows * 1024) % 17 - 8).float() / 4 + rank).reshape(rows, 1024)
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_aoti_package_runs_from_cpp_with_no_python(world_size, tmp_path_factory):
+    assert os.path.exists(RUNNER), f"{RUNNER} is not built (scripts/install.sh builds it)"
+    path = aoti_package(world_size, str(tmp_path_factory.getbasetemp()))
+    out_dir = tmp_path_factory.mktemp("runner")
+    env = {
+        **os.environ,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "WORLD_SIZE": str(world_size),
+        "C10D_FUNC_TIMEOUT": "60",
+    }
+    procs = [
+        subprocess.Popen(
+            [RUNNER, path, str(rows_for(world_size)), "1024", str(out_dir / f"rank{r}.pt")],
+            env={**env, "RANK": str(r)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for r in range(world_size)
+    ]
+    logs = []
+    try:
+        for proc in procs:
+            logs.append(proc.communicate(timeout=240)[0])
+    finally:
+        for proc in procs:
+            proc.kill()
+    assert all(p.returncode == 0 for p in procs), "\n".join(logs)
+    xs = [runner_input(r, world_size) for r in range(world_size)]
+    failures = []
+    for r in range(world_size):
+        with open(out_dir / f"rank{r}.pt", "rb") as f:
+            # Written by our own runner just now (torch::pickle_save: not a weights-only file).
+            outputs = torch.load(io.BytesIO(f.read()), weights_only=False)
+        failures += compare(r, world_size, tuple(outputs), xs)
     assert not failures, "\n".join(failures)

@@ -321,7 +321,6 @@ def expected_sum(world_size: int, shape: tuple[int, ...], salt: int) -> torch.Te
 
 
 def body_async_semantics(rank: int, world_size: int) -> dict[str, Any]:
-    from c10d_func import _async
 
     pending = c10d_func._C.pending_count
     everyone = list(range(world_size))
@@ -350,16 +349,19 @@ def body_async_semantics(rank: int, world_size: int) -> dict[str, Any]:
     out["completed after views"] = [y.completed] + [v.completed for v in views]
 
     # Reading a view waits (correctly) for the base's collective; every read is right.
+    # The wrapper is torch's class, whose waits go through torch's funcol.wait_tensor.
+    import torch.distributed._functional_collectives as torch_funcol
+
     waits = []
-    real_wait = _async.wait_tensor
-    _async.wait_tensor = lambda t: waits.append(1) or real_wait(t)
+    real_wait = torch_funcol.wait_tensor
+    torch_funcol.wait_tensor = lambda t: waits.append(1) or real_wait(t)
     try:
         out["view read"] = mismatch(views[3] * 1, expected[1:3, ::2], exact=True)
         out["pending after view read"] = pending() - baseline
         reads = [y + 0, y * 1, y.sum(), y.clone(), torch.relu(y)]  # one wait for y, not five
         out["waits for view + five reads"] = len(waits)
     finally:
-        _async.wait_tensor = real_wait
+        torch_funcol.wait_tensor = real_wait
     out["reads"] = [
         mismatch(reads[0], expected, exact=True),
         mismatch(reads[4], expected.relu(), exact=True),

@@ -23,8 +23,8 @@ def body_ring(rank: int, world_size: int) -> list[str]:
     problems = []
     for salt, (dtype, shape) in enumerate((d, s) for d in DTYPES for s in SHAPES):
         # Receive first: a receive posted before its send must not block the caller.
-        received = c10d_func.irecv(torch.empty(shape, dtype=dtype), left, everyone, msg_tag=salt)
-        sent = c10d_func.isend(make_input(rank, shape, dtype, salt), right, everyone, msg_tag=salt)
+        received = c10d_func.irecv(torch.empty(shape, dtype=dtype), left, everyone)
+        sent = c10d_func.isend(make_input(rank, shape, dtype, salt), right, everyone)
         problem = mismatch(received.wait(), make_input(left, shape, dtype, salt), exact=True)
         if problem:
             problems.append(f"rank {rank} {dtype} {shape}: {problem}")

@@ -904,9 +904,13 @@ const bool kShmTransportsAdded = [] {
   registry.add_transport(c10::DeviceType::CPU, Transport{"shm", &make_shm_communicator});
   registry.add_transport(
       c10::DeviceType::CPU, Transport{"auto", [](const Rendezvous& rendezvous) {
-        return make_local_or(rendezvous, GroupRegistry::instance()
-                                             .find_transport("auto", c10::DeviceType::CPU, "gloo")
-                                             .factory);
+        // Gloo is looked up only for a group that spans hosts: a program without it (C++
+        // alone, where Python installs no Gloo factory) still runs every group of one host.
+        return make_local_or(rendezvous, [](const Rendezvous& across) {
+          return GroupRegistry::instance()
+              .find_transport("auto", c10::DeviceType::CPU, "gloo")
+              .factory(across);
+        });
       }});
   return true;
 }();
