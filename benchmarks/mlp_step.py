@@ -4,11 +4,14 @@ The communication is Megatron's f/g pair written here as autograd.Functions over
 callable (f: identity forward, all_reduce backward; g: all_reduce forward, identity backward), built
 once with torch's funcol and once with c10d_func, so both libraries run the same program and only
 the collective differs. Each library is compiled with the requested backend, falling back (full
-graph -> graph breaks -> next backend -> eager) when compilation fails; what ran is recorded.
+graph -> graph breaks -> next backend -> eager) when compilation fails; what ran is recorded, and
+with inductor a summary of the generated code (all_reduces in place, compute between a
+collective's issue and its wait).
 """
 
 from __future__ import annotations
 
+import re
 import time
 import traceback
 from dataclasses import dataclass
@@ -35,6 +38,12 @@ _FALLBACKS: dict[str, list[tuple[str | None, bool]]] = {
     "eager": [],
 }
 STEP_BACKENDS = list(_FALLBACKS)
+OVERLAP = {
+    "reorder_for_compute_comm_overlap": True,
+    "reorder_for_compute_comm_overlap_passes": [
+        "reorder_compute_for_overlap", "sink_waits", "raise_comms"
+    ],
+}
 
 
 def _funcol_all_reduce(ctx: GroupCtx) -> Collective:
@@ -150,6 +159,35 @@ def _run_step(
     return loss
 
 
+# A kernel launch or extern call in inductor's Python wrapper: the compute a collective can
+# overlap with.
+_COMPUTE = re.compile(r"\.run\(|extern_kernels\.|cpp_fused")
+
+
+def summarize_collectives(codes: list[str]) -> dict[str, Any]:
+    """What inductor generated for the step's all_reduces (forward and backward programs): how
+    many run in place on a buffer inductor allocated, and how many kernels each overlaps with,
+    between the line that issues it and the line that waits it."""
+    in_place, out_of_place, overlapped = 0, 0, []
+    for code in codes:
+        lines = code.splitlines()
+        for i, line in enumerate(lines):
+            if re.search(r"\.all_reduce\.default\(", line):
+                out_of_place += 1
+            issued = re.search(r"\.all_reduce_\.default\((buf\d+)", line)
+            if not issued:
+                continue
+            in_place += 1
+            wait = next(
+                (j for j in range(i + 1, len(lines))
+                 if re.search(rf"wait_tensor\.default\({issued.group(1)}\b", lines[j])),
+                len(lines),
+            )
+            overlapped.append(sum(1 for x in lines[i + 1 : wait] if _COMPUTE.search(x)))
+    return {"all_reduce_in_place": in_place, "all_reduce_out_of_place": out_of_place,
+            "kernels_between_issue_and_wait": overlapped}
+
+
 def _error_text(e: BaseException) -> str:
     lines = [ln for ln in str(e).splitlines() if ln.strip()]
     return f"{type(e).__name__}: {lines[0] if lines else ''}"[:300]
@@ -169,15 +207,29 @@ def _compile_with_fallback(
             else torch.compile(model, backend=compile_backend, fullgraph=fullgraph)
         )
         start = time.perf_counter()
+        codes: list[str] = []
         try:
-            loss: torch.Tensor | None = _run_step(fn, model, x)
+            if compile_backend == "inductor":
+                # The first step compiles forward and backward: keep their generated code. Both
+                # libraries compile with inductor's compute/communication overlap reordering on,
+                # as a tensor-parallel training job would: the backward's all_reduce is then
+                # issued before the weight gradients' matmuls and waited after them.
+                from torch._inductor import config as inductor_config
+                from torch._inductor.utils import run_and_get_code
+
+                with inductor_config.patch(OVERLAP):
+                    loss, codes = run_and_get_code(_run_step, fn, model, x)
+            else:
+                loss = _run_step(fn, model, x)
             error = None
         except Exception as e:  # noqa: BLE001 - a failed attempt moves on to the next one
-            loss, error = None, _error_text(e)
+            loss, error = None, _error_text(e)  # type: ignore[assignment]
             traceback.print_exc()
         first_step_s = time.perf_counter() - start
         if agree(error is None):
             info = {"mode": label, "first_step_s": first_step_s, "fallbacks": notes}
+            if codes:
+                info["inductor_code"] = summarize_collectives(codes)
             return info, fn, loss
         notes.append(f"{label}: {error or 'failed on another rank'}")
     return {"mode": None, "fallbacks": notes, "error": "every attempt failed"}, None, None

@@ -100,8 +100,14 @@ def _step_section(results: dict[str, Any]) -> list[str]:
             info = row["libraries"].get(lib)
             if info is None:
                 continue
+            code = info.get("inductor_code")
+            generated = code and (
+                f"generated code: {code['all_reduce_in_place']} all_reduce in place, "
+                f"{code['all_reduce_out_of_place']} out of place, kernels between issue and "
+                f"wait {code['kernels_between_issue_and_wait']}"
+            )
             note = "; ".join(filter(None, [info.get("check"), *info.get("fallbacks", []),
-                                           info.get("error")]))
+                                           info.get("error"), generated]))
             lines.append(
                 f"| {asked} | {lib} | {info.get('mode') or 'failed'} | "
                 f"{_num(info.get('first_step_s'), '.2f')} | {_num(info.get('median_ms'), '.3f')} | "

@@ -38,6 +38,20 @@ ReduceOp checked_reduce_op(std::string_view op, std::string_view name, const at:
   return reduce_op;
 }
 
+// What a coalesced reduction checks before any world: the group's shape, the reduction and each
+// tensor's dtype for it, one device.
+ReduceOp checked_coalesced_reduction(std::string_view op, std::string_view name,
+                                     at::TensorList tensors, at::IntArrayRef ranks,
+                                     int64_t group_size) {
+  check_group_shape(op, ranks, group_size);
+  const ReduceOp reduce_op = parse_reduce_op(op, name);
+  for (const auto& tensor : tensors) {
+    check_reduce_dtype(op, reduce_op, tensor.scalar_type());
+  }
+  check_same_device(op, tensors);
+  return reduce_op;
+}
+
 // Runs `buffer` (a contiguous copy or the tensor itself) through an in-place collective and, when
 // it is a copy, writes the result back into `target` once the collective is done.
 Completion into(const at::Tensor& target, const at::Tensor& buffer, const Completion& completion) {
@@ -83,12 +97,7 @@ std::vector<at::Tensor> all_reduce_coalesced(
     at::IntArrayRef ranks,
     int64_t group_size) {
   constexpr std::string_view kOp = "all_reduce_coalesced";
-  check_group_shape(kOp, ranks, group_size);
-  const ReduceOp op = parse_reduce_op(kOp, reduce_op);
-  for (const auto& tensor : self) {
-    check_reduce_dtype(kOp, op, tensor.scalar_type());
-  }
-  check_same_device(kOp, self);
+  const ReduceOp op = checked_coalesced_reduction(kOp, reduce_op, self, ranks, group_size);
   std::vector<at::Tensor> outputs;
   if (self.empty()) {
     return outputs;
@@ -109,12 +118,7 @@ void all_reduce_coalesced_(
     at::IntArrayRef ranks,
     int64_t group_size) {
   constexpr std::string_view kOp = "all_reduce_coalesced_";
-  check_group_shape(kOp, ranks, group_size);
-  const ReduceOp op = parse_reduce_op(kOp, reduce_op);
-  for (const auto& tensor : self) {
-    check_reduce_dtype(kOp, op, tensor.scalar_type());
-  }
-  check_same_device(kOp, self);
+  const ReduceOp op = checked_coalesced_reduction(kOp, reduce_op, self, ranks, group_size);
   if (self.empty()) {
     return;
   }

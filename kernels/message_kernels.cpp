@@ -40,25 +40,29 @@ at::Tensor record(std::string_view op, const MessageRoute& route, Posted posted)
   return std::move(posted.output);
 }
 
+// The route of a single message to or from `peer` (argument `arg`), every argument checked.
+MessageRoute route_with(std::string_view op, std::string_view arg, int64_t peer,
+                        c10::string_view tag, RankList ranks, int64_t group_size) {
+  check_group_shape(op, ranks, group_size);
+  check_group_index(op, arg, peer, group_size);
+  MessageRoute route = message_route(op, tag, ranks, group_size);
+  check_peer(op, arg, peer, *route.group);
+  return route;
+}
+
 } // namespace
 
 at::Tensor isend(const at::Tensor& self, int64_t dst, int64_t msg_tag, c10::string_view tag,
                  RankList ranks, int64_t group_size) {
   constexpr std::string_view kOp = "isend";
-  check_group_shape(kOp, ranks, group_size);
-  check_group_index(kOp, "dst", dst, group_size);
-  const MessageRoute route = message_route(kOp, tag, ranks, group_size);
-  check_peer(kOp, "dst", dst, *route.group);
+  const MessageRoute route = route_with(kOp, "dst", dst, tag, ranks, group_size);
   return record(kOp, route, post_send(route, self, dst, msg_tag));
 }
 
 at::Tensor irecv(const at::Tensor& self, int64_t src, int64_t msg_tag, c10::string_view tag,
                  RankList ranks, int64_t group_size) {
   constexpr std::string_view kOp = "irecv";
-  check_group_shape(kOp, ranks, group_size);
-  check_group_index(kOp, "src", src, group_size);
-  const MessageRoute route = message_route(kOp, tag, ranks, group_size);
-  check_peer(kOp, "src", src, *route.group);
+  const MessageRoute route = route_with(kOp, "src", src, tag, ranks, group_size);
   return record(kOp, route, post_receive(route, self, src, msg_tag));
 }
 

@@ -1,170 +1,17 @@
-"""What torch's compile stack needs to be told about the ops, installed once at import."""
+"""What torch's compile stack needs to be told about the ops, installed once at import: which
+ops have side effects, the inductor lowerings (_lowerings.py) and inductor's passes
+(_inductor_passes.py), both installed when inductor loads, and the alias exemption of
+wait_tensor."""
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.util
-import sys
 import warnings
-from typing import Any
 
 import torch
 
-from . import _C
-
-_LOWERING_MODULE = "torch._inductor.lowering"
-
-
-# Collectives lowered out of place: inductor allocates nothing for them, the op allocates its
-# output (shapes depend on the group).
-_OUT_OF_PLACE = (
-    "all_gather_into_tensor",
-    "all_gather_into_tensor_coalesced",
-    "reduce_scatter_tensor",
-    "reduce_scatter_tensor_coalesced",
-    "all_to_all_single",
-    "reduce",
-    "gather",
-    "scatter",
-    "permute",
-    "isend",
-    "irecv",
-    "batch_p2p_ops",
-)
-
-# In-place collectives: they write a buffer inductor owns. They reach inductor from the
-# re-inplacing below and from mutations in user code (auto_functionalized, decomposed).
-_IN_PLACE = (
-    "all_reduce_",
-    "all_reduce_coalesced_",
-    "broadcast_",
-    "all_gather_into_tensor_out",
-    "reduce_scatter_tensor_out",
-)
-
-# Functional collectives whose output has the input's shape, lowered as torch lowers its own:
-# a clone of the input (which inductor folds into the kernel that produced it, when there is
-# one) and the in-place op on that buffer, so the collective writes a buffer inductor allocated
-# and the result is returned with no extra copy.
-_REINPLACED = {
-    "all_reduce": "all_reduce_",
-    "all_reduce_coalesced": "all_reduce_coalesced_",
-    "broadcast": "broadcast_",
-}
-
-# Ops with effects that dead-code elimination must keep even when their output is unused: a
-# wait completes a collective, and a message's peer waits for it.
-_SIDE_EFFECTS = ("wait_tensor", "isend", "irecv", "batch_p2p_ops")
-
-
-def _register_lowerings() -> None:
-    """Lowers the ops as inductor lowers its own functional collectives: each collective as a
-    `_CollectiveKernel` and each wait as a `_WaitKernel`. As plain fallback kernels they would be
-    ordinary extern calls, which inductor's scheduling passes may reorder by buffer sizes, and
-    sizes differ between ranks (uneven splits), so ranks could issue collectives in different
-    orders and deadlock. A wait lowered as a fresh output (what the schema says) would also let
-    inductor reuse the collective's buffer while the wait's result, the same storage, is live."""
-    from torch._inductor import config, ir
-    from torch._inductor.lowering import (
-        add_layout_constraint,
-        clone,
-        constrain_to_fx_strides,
-        lowerings,
-        register_lowering,
-    )
-    from torch._inductor.virtualized import V
-
-    ops = torch.ops.c10d_func
-    if ops.wait_tensor.default in lowerings:
-        return
-    # A collective without a lowering would become a plain extern kernel, which inductor may
-    # reorder differently on different ranks: refuse to start rather than deadlock later.
-    lowered = {*_OUT_OF_PLACE, *_IN_PLACE, *_REINPLACED, "wait_tensor"}
-    missing = set(_C.op_names()) - lowered
-    if missing:
-        raise RuntimeError(f"c10d_func: no inductor lowering for {sorted(missing)} (_compile.py)")
-
-    def contiguous(inputs: Any) -> Any:
-        if isinstance(inputs, (list, tuple)):
-            return [ir.ExternKernel.require_contiguous(t) for t in inputs]
-        return ir.ExternKernel.require_contiguous(inputs)
-
-    def lower_out_of_place(op: Any) -> None:
-        def lower(inputs: Any, *args: Any) -> Any:
-            if op is ops.batch_p2p_ops:  # (op_list, peer_list, tag_list, tensors, group...)
-                args = (*args[:2], contiguous(args[2]), *args[3:])
-            else:
-                inputs = contiguous(inputs)
-            node = ir._CollectiveKernel.create_out_of_place(op.default, inputs, *args)
-            if isinstance(node, list):
-                return [ir.TensorBox.create(output) for output in node]
-            return ir.TensorBox.create(node)
-
-        add_layout_constraint(op, constrain_to_fx_strides)
-        register_lowering(op)(lower)
-
-    def lower_in_place(op: Any) -> None:
-        def lower(inputs: Any, *args: Any, **kwargs: Any) -> None:
-            ir._CollectiveKernel.create_inplace(op.default, inputs, *args, **kwargs)
-
-        add_layout_constraint(op, constrain_to_fx_strides)
-        if "out" in op.default._schema.arguments[-1].name:
-            # register_lowering's wrapper refuses an `out=` keyword for every op outside aten's
-            # fallbacks and the `_c10d_functional` namespace (by name, in lowering.py); the
-            # wrapper does nothing else these ops need, so the lowering is installed directly.
-            lowerings[op.default] = lower
-        else:
-            register_lowering(op)(lower)
-
-    def lower_reinplaced(op: Any, in_place: Any) -> None:
-        def lower(inputs: Any, *args: Any) -> Any:
-            many = isinstance(inputs, (list, tuple))
-            buffers = [clone(t) for t in (inputs if many else [inputs])]
-            if config.reorder_for_compute_comm_overlap:
-                # As torch does for its own: a clone fused horizontally with other kernels would
-                # delay the collective, which should be issued as early as possible.
-                for buffer in buffers:
-                    buffer.realize()
-                    V.graph.no_fuse_buffer_names.add(buffer.get_name())
-            buffers = contiguous(buffers)
-            ir._CollectiveKernel.create_inplace(in_place.default, buffers if many else buffers[0], *args)
-            return buffers if many else buffers[0]
-
-        add_layout_constraint(op, constrain_to_fx_strides)
-        register_lowering(op)(lower)
-
-    for name in _OUT_OF_PLACE:
-        lower_out_of_place(getattr(ops, name))
-    for name in _IN_PLACE:
-        lower_in_place(getattr(ops, name))
-    for name, in_place in _REINPLACED.items():
-        lower_reinplaced(getattr(ops, name), getattr(ops, in_place))
-
-    @register_lowering(ops.wait_tensor)
-    def _wait_tensor(inp: Any) -> Any:
-        ir._WaitKernel.create_wait(ops.wait_tensor.default, inp)
-        return inp
-
-
-class _LowerWhenInductorLoads(importlib.abc.MetaPathFinder):
-    """Registers the lowerings once inductor's lowering module is imported, so `import
-    c10d_func` does not pay for importing inductor (about 1.5 s) in programs that never use it."""
-
-    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name != _LOWERING_MODULE:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None:
-            return spec
-        exec_module = spec.loader.exec_module
-
-        def exec_then_register(module: Any) -> None:
-            exec_module(module)
-            _register_lowerings()
-
-        spec.loader.exec_module = exec_then_register  # type: ignore[method-assign]
-        return spec
+from . import _inductor_passes
+from ._import_hooks import after_import
+from ._lowerings import SIDE_EFFECTS, register_lowerings
 
 
 def _exempt_wait_from_alias_check() -> None:
@@ -190,15 +37,13 @@ def install() -> None:
     # wait_tensor it must survive dead-code elimination even when its output is unused, or the
     # collective it completes could be left pending (or dropped) on some ranks only. Messages
     # likewise: an isend whose handle is never read still has a receiver waiting for it.
-    for name in _SIDE_EFFECTS:
+    for name in SIDE_EFFECTS:
         op = getattr(torch.ops.c10d_func, name)
         torch.fx.node.has_side_effect(op)
         torch.fx.node.has_side_effect(op.default)
 
-    if _LOWERING_MODULE in sys.modules:
-        _register_lowerings()
-    else:
-        sys.meta_path.insert(0, _LowerWhenInductorLoads())
+    after_import("torch._inductor.lowering", register_lowerings)
+    _inductor_passes.install()
 
     # `wait_tensor(Tensor self) -> Tensor` returns the collective's buffer, which is its input,
     # as torch's own `_c10d_functional.wait_tensor` does (a copy per wait would cost a memcpy of

@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import io
 import os
-import subprocess
-import sys
 
 import c10d_func as funcol
 import pytest
 import torch
 from reference import make_input, mismatch
 from test_export import WORLD_ENV
-from worker_pool import free_port
+from worker_pool import finish_ranks, launch_ranks
 
 SALT = 23
 
@@ -47,7 +45,7 @@ class EveryCollective(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         n = len(self.everyone)
-        outputs = (
+        outputs: tuple[torch.Tensor, ...] = (
             funcol.all_reduce(x, "sum", self.everyone),
             *funcol.all_reduce_coalesced([x, x * 2], "max", self.pairs),
             funcol.all_gather_tensor(x, 0, self.everyone),
@@ -61,6 +59,17 @@ class EveryCollective(torch.nn.Module):
             funcol.scatter(x, 0, self.everyone),
             funcol.permute_tensor(x, self.shift, self.everyone),
         )
+        # The in-place and out= forms, on buffers of the program's own.
+        ops, everyone = torch.ops.c10d_func, self.everyone
+        gathered = torch.empty(n * x.shape[0], x.shape[1])
+        ops.all_gather_into_tensor_out(x + 2, "", everyone, n, out=gathered)
+        scattered = torch.empty(x.shape[0] // n, x.shape[1])
+        ops.reduce_scatter_tensor_out(x, "max", "", everyone, n, out=scattered)
+        a, b, c = x * 5, x - 1, x * 7
+        ops.all_reduce_coalesced_([a], "sum", "", everyone, n)
+        ops.all_reduce_(b, "min", "", everyone, n)
+        ops.broadcast_(c, 0, "", everyone, n)
+        outputs += tuple(ops.wait_tensor(t) for t in (gathered, scattered, a, b, c))
         # Read at once: a wait that does not wait shows here as a wrong value.
         return tuple(out * 2 + 1 for out in outputs)
 
@@ -92,6 +101,11 @@ def expected_outputs(rank: int, world_size: int, xs: list[torch.Tensor]) -> list
         torch.cat(xs) if me == 0 else torch.zeros(n * xs[0].shape[0], 1024),
         xs[0].chunk(n)[me],
         xs[(me - 1) % n],
+        torch.cat([x + 2 for x in xs]),
+        stack(xs).amax(0).chunk(n)[me],
+        total * 5,
+        stack(xs).amin(0) - 1,
+        xs[0] * 7,
     ]
     return [(out.double() * 2 + 1).float() for out in outputs]
 
@@ -181,31 +195,9 @@ def test_aoti_package_runs_from_cpp_with_no_python(world_size, tmp_path_factory)
     assert os.path.exists(RUNNER), f"{RUNNER} is not built (scripts/install.sh builds it)"
     path = aoti_package(world_size, str(tmp_path_factory.getbasetemp()))
     out_dir = tmp_path_factory.mktemp("runner")
-    env = {
-        **os.environ,
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(free_port()),
-        "WORLD_SIZE": str(world_size),
-        "C10D_FUNC_TIMEOUT": "60",
-    }
-    procs = [
-        subprocess.Popen(
-            [RUNNER, path, str(rows_for(world_size)), "1024", str(out_dir / f"rank{r}.pt")],
-            env={**env, "RANK": str(r)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for r in range(world_size)
-    ]
-    logs = []
-    try:
-        for proc in procs:
-            logs.append(proc.communicate(timeout=240)[0])
-    finally:
-        for proc in procs:
-            proc.kill()
-    assert all(p.returncode == 0 for p in procs), "\n".join(logs)
+    command = [RUNNER, path, str(rows_for(world_size)), "1024", str(out_dir)]
+    results = finish_ranks(launch_ranks(command, world_size, {"C10D_FUNC_TIMEOUT": "60"}), 240)
+    assert all(code == 0 for code, _, _ in results), "\n".join(out + err for _, out, err in results)
     xs = [runner_input(r, world_size) for r in range(world_size)]
     failures = []
     for r in range(world_size):

@@ -264,8 +264,9 @@ def body_tp_mlp(rank: int, world_size: int, backend: str | None) -> list[str]:
         if problem:
             problems.append(f"rank {rank} {name}: {problem}")
     if recorder is not None:
+        # Inductor re-inplaces all_reduce (all_reduce_ on its own buffer): the same collective.
         backward_ops = {
-            c10d_func_op(node)
+            (c10d_func_op(node) or "").rstrip("_") or None
             for is_bw, gm in recorder.aot_graphs
             if is_bw
             for node in gm.graph.nodes

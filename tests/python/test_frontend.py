@@ -321,7 +321,6 @@ def expected_sum(world_size: int, shape: tuple[int, ...], salt: int) -> torch.Te
 
 
 def body_async_semantics(rank: int, world_size: int) -> dict[str, Any]:
-
     pending = c10d_func._C.pending_count
     everyone = list(range(world_size))
     expected = expected_sum(world_size, (4, 6), 1)

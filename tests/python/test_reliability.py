@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
 import sys
 import threading
 import uuid
@@ -18,7 +17,7 @@ import torch
 
 import c10d_func
 from conftest import get_pool
-from worker_pool import WorkerPool, free_port
+from worker_pool import WorkerPool, finish_ranks, launch_ranks
 
 ops = torch.ops.c10d_func
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -30,32 +29,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 @pytest.mark.parametrize("world_size", [2, 4])
 def test_exit_with_collectives_in_flight_is_clean(world_size):
     env = {
-        **os.environ,
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(free_port()),
-        "WORLD_SIZE": str(world_size),
         "C10D_FUNC_TIMEOUT": "30",
         "PYTHONPATH": os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]),
     }
     script = os.path.join(HERE, "programs", "exit_with_work_in_flight.py")
-    procs = [
-        subprocess.Popen(
-            [sys.executable, script, "200"],
-            env={**env, "RANK": str(rank)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(world_size)
-    ]
-    results = []
-    try:
-        for proc in procs:
-            out, err = proc.communicate(timeout=120)
-            results.append((proc.returncode, out, err))
-    finally:
-        for proc in procs:
-            proc.kill()
+    results = finish_ranks(launch_ranks([sys.executable, script, "200"], world_size, env))
     for rank, (code, out, err) in enumerate(results):
         assert code == 0, f"rank {rank} exited with {code}:\n{err[-3000:]}"
         assert "issued 200" in out

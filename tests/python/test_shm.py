@@ -15,43 +15,14 @@ import pytest
 import torch
 
 import c10d_func
-from worker_pool import WorkerPool, free_port
+from worker_pool import WorkerPool, finish_ranks as finish, launch_ranks
 
 ops = torch.ops.c10d_func
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def launch(program: str, world_size: int, *args: str, env: dict[str, str] | None = None):
-    port = str(free_port())
-    base = {
-        **os.environ,
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": port,
-        "WORLD_SIZE": str(world_size),
-        **(env or {}),
-    }
-    return [
-        subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "programs", program), *args],
-            env={**base, "RANK": str(rank)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(world_size)
-    ]
-
-
-def finish(procs, timeout: float = 120):
-    results = []
-    try:
-        for proc in procs:
-            out, err = proc.communicate(timeout=timeout)
-            results.append((proc.returncode, out, err))
-    finally:
-        for proc in procs:
-            proc.kill()
-    return results
+    return launch_ranks([sys.executable, os.path.join(HERE, "programs", program), *args], world_size, env)
 
 
 def segments_of(pids) -> list[str]:

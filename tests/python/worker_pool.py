@@ -13,6 +13,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import socket
+import subprocess
 import sys
 import time
 import traceback
@@ -23,6 +24,43 @@ TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 # Long enough for the slowest real case on 2 cores, short enough that a bug fails fast.
 DEFAULT_CALL_TIMEOUT = 180.0
+
+
+def launch_ranks(
+    command: list[str], world_size: int, env: dict[str, str] | None = None
+) -> list[subprocess.Popen]:
+    """Starts `command` once per rank, each with its env:// world (a fresh MASTER_PORT), for
+    programs that must run in processes of their own (exits, crashes, C++ programs)."""
+    base = {
+        **os.environ,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "WORLD_SIZE": str(world_size),
+        **(env or {}),
+    }
+    return [
+        subprocess.Popen(
+            command,
+            env={**base, "RANK": str(rank)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(world_size)
+    ]
+
+
+def finish_ranks(procs: list[subprocess.Popen], timeout: float = 120) -> list[tuple[int, str, str]]:
+    """(exit code, stdout, stderr) of each rank; every process is killed after `timeout`."""
+    results = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=timeout)
+            results.append((proc.returncode, out, err))
+    finally:
+        for proc in procs:
+            proc.kill()
+    return results
 
 
 class RankError(AssertionError):

@@ -4,10 +4,10 @@
 // is deployed in a C++ server; torch's functional collectives cannot run there (their groups are
 // registered by Python code).
 //
-// Usage: c10d_func_aoti_runner PACKAGE ROWS COLS OUTPUT
+// Usage: c10d_func_aoti_runner PACKAGE ROWS COLS OUTPUT_DIR
 // Rank r's input is x[i] = ((i mod 17) - 8) / 4 + r, of shape [ROWS, COLS]; the package runs
-// twice and the second run's outputs are written to OUTPUT with torch::pickle_save (torch.load
-// reads them), for the test to compare with its reference.
+// twice and the second run's outputs are written to OUTPUT_DIR/rank<r>.pt with torch::pickle_save
+// (torch.load reads them), for the test to compare with its reference.
 #include <ATen/ATen.h>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <torch/csrc/jit/serialization/pickle.h>
@@ -20,7 +20,7 @@
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::cerr << "usage: " << argv[0] << " PACKAGE ROWS COLS OUTPUT\n";
+    std::cerr << "usage: " << argv[0] << " PACKAGE ROWS COLS OUTPUT_DIR\n";
     return 2;
   }
   const char* rank_text = std::getenv("RANK");
@@ -44,7 +44,8 @@ int main(int argc, char** argv) {
       saved.push_back(output);
     }
     const std::vector<char> bytes = torch::jit::pickle_save(c10::IValue(saved));
-    std::ofstream(argv[4], std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    const std::string path = std::string(argv[4]) + "/rank" + std::to_string(rank) + ".pt";
+    std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     std::cout << "rank " << rank << ": " << outputs.size() << " outputs\n";
     return 0;
   } catch (const std::exception& error) {
