@@ -5,7 +5,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include "ops/reduce_op.h"
+#include "transports/reduce_op.h"
 
 #include <string>
 #include <string_view>
@@ -66,4 +66,4 @@ inline ReduceOp load_reduce_op(AutogradContext* ctx) {
               "); detach the input or use another reduction");
 }
 
-} // namespace c10d_func
+}  // namespace c10d_func

@@ -6,13 +6,13 @@
 // scatter(src) -> gather(dst=src) of the gradients (only src's input is read; others get zeros)
 // coalesced variants: per element
 #include <ATen/ATen.h>
-#include <torch/library.h>
 
+#include "autograd/autograd_kernels.h"
 #include "autograd/autograd_support.h"
 #include "ops/op_handles.h"
 
 namespace c10d_func {
-namespace {
+namespace autograd_kernels {
 
 class AllGatherFunction : public torch::autograd::Function<AllGatherFunction> {
  public:
@@ -69,9 +69,9 @@ class GatherFunction : public torch::autograd::Function<GatherFunction> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto group = GroupArgs::load(ctx);
-    at::Tensor grad = handles::wait_tensor(handles::scatter(
-        grads[0].contiguous(), ctx->saved_data["dst"].toInt(), group.tag, group.ranks,
-        group.group_size));
+    at::Tensor grad =
+        handles::wait_tensor(handles::scatter(grads[0].contiguous(), ctx->saved_data["dst"].toInt(),
+                                              group.tag, group.ranks, group.group_size));
     return {grad.reshape(ctx->saved_data["input_sizes"].toIntVector()), at::Tensor(), at::Tensor()};
   }
 };
@@ -124,16 +124,12 @@ std::vector<at::Tensor> all_gather_into_tensor_coalesced(at::TensorList self, c1
     return outputs;
   }
   at::AutoDispatchBelowADInplaceOrView below;
-  static const auto op = handles::lookup<std::vector<at::Tensor>(
-      at::TensorList, c10::string_view, at::IntArrayRef, int64_t)>(
-      "c10d_func::all_gather_into_tensor_coalesced");
-  return op.call(self, tag, ranks, group_size);
+  return handles::all_gather_into_tensor_coalesced(self, tag, ranks, group_size);
 }
 
 std::vector<at::Tensor> reduce_scatter_tensor_coalesced(at::TensorList self,
                                                         c10::string_view reduce_op,
-                                                        c10::string_view tag,
-                                                        at::IntArrayRef ranks,
+                                                        c10::string_view tag, at::IntArrayRef ranks,
                                                         int64_t group_size) {
   if (records_grad(self)) {
     std::vector<at::Tensor> outputs;
@@ -143,10 +139,7 @@ std::vector<at::Tensor> reduce_scatter_tensor_coalesced(at::TensorList self,
     return outputs;
   }
   at::AutoDispatchBelowADInplaceOrView below;
-  static const auto op = handles::lookup<std::vector<at::Tensor>(
-      at::TensorList, c10::string_view, c10::string_view, at::IntArrayRef, int64_t)>(
-      "c10d_func::reduce_scatter_tensor_coalesced");
-  return op.call(self, reduce_op, tag, ranks, group_size);
+  return handles::reduce_scatter_tensor_coalesced(self, reduce_op, tag, ranks, group_size);
 }
 
 at::Tensor gather(const at::Tensor& self, int64_t dst, c10::string_view tag, at::IntArrayRef ranks,
@@ -167,15 +160,6 @@ at::Tensor scatter(const at::Tensor& self, int64_t src, c10::string_view tag, at
   return ScatterFunction::apply(self, src, GroupArgs(tag, ranks, group_size));
 }
 
-} // namespace
+}  // namespace autograd_kernels
 
-TORCH_LIBRARY_IMPL(c10d_func, Autograd, m) {
-  m.impl("all_gather_into_tensor", &all_gather_into_tensor);
-  m.impl("all_gather_into_tensor_coalesced", &all_gather_into_tensor_coalesced);
-  m.impl("reduce_scatter_tensor", &reduce_scatter_tensor);
-  m.impl("reduce_scatter_tensor_coalesced", &reduce_scatter_tensor_coalesced);
-  m.impl("gather", &gather);
-  m.impl("scatter", &scatter);
-}
-
-} // namespace c10d_func
+}  // namespace c10d_func

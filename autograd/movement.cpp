@@ -7,13 +7,13 @@
 // wait_tensor       -> identity (it returns its input unchanged)
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/VariableTypeUtils.h>
-#include <torch/library.h>
 
+#include "autograd/autograd_kernels.h"
 #include "autograd/autograd_support.h"
 #include "ops/op_handles.h"
 
 namespace c10d_func {
-namespace {
+namespace autograd_kernels {
 
 c10::IValue optional_splits(at::OptionalSymIntArrayRef splits) {
   return splits.has_value() ? c10::IValue(splits->vec()) : c10::IValue();
@@ -89,9 +89,9 @@ class PermuteFunction : public torch::autograd::Function<PermuteFunction> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto group = GroupArgs::load(ctx);
-    at::Tensor grad = handles::wait_tensor(handles::permute(
-        grads[0], ctx->saved_data["inverse"].toIntVector(), group.tag, group.ranks,
-        group.group_size));
+    at::Tensor grad =
+        handles::wait_tensor(handles::permute(grads[0], ctx->saved_data["inverse"].toIntVector(),
+                                              group.tag, group.ranks, group.group_size));
     return {grad, at::Tensor(), at::Tensor()};
   }
 };
@@ -118,17 +118,14 @@ at::Tensor broadcast(const at::Tensor& self, int64_t src, c10::string_view tag,
 }
 
 void broadcast_(at::Tensor& self, int64_t src, c10::string_view tag, at::IntArrayRef ranks,
-                       int64_t group_size) {
+                int64_t group_size) {
   if (records_grad(self)) {
     self.copy_(handles::wait_tensor(handles::broadcast(self, src, tag, ranks, group_size)));
     return;
   }
   {
     at::AutoDispatchBelowADInplaceOrView below;
-    static const auto op = handles::lookup<void(at::Tensor&, int64_t, c10::string_view,
-                                                       at::IntArrayRef, int64_t)>(
-        "c10d_func::broadcast_");
-    op.call(self, src, tag, ranks, group_size);
+    handles::broadcast_(self, src, tag, ranks, group_size);
   }
   torch::autograd::increment_version(self);
 }
@@ -152,9 +149,7 @@ class WaitFunction : public torch::autograd::Function<WaitFunction> {
     return handles::wait_tensor(self);
   }
 
-  static variable_list backward(AutogradContext*, variable_list grads) {
-    return {grads[0]};
-  }
+  static variable_list backward(AutogradContext*, variable_list grads) { return {grads[0]}; }
 };
 
 at::Tensor wait_tensor(const at::Tensor& self) {
@@ -165,14 +160,6 @@ at::Tensor wait_tensor(const at::Tensor& self) {
   return WaitFunction::apply(self);
 }
 
-} // namespace
+}  // namespace autograd_kernels
 
-TORCH_LIBRARY_IMPL(c10d_func, Autograd, m) {
-  m.impl("all_to_all_single", &all_to_all_single);
-  m.impl("broadcast", &broadcast);
-  m.impl("broadcast_", &broadcast_);
-  m.impl("permute", &permute);
-  m.impl("wait_tensor", &wait_tensor);
-}
-
-} // namespace c10d_func
+}  // namespace c10d_func

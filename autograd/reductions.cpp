@@ -12,13 +12,13 @@
 // apply (a leaf that requires grad raises, versions are bumped).
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/VariableTypeUtils.h>
-#include <torch/library.h>
 
+#include "autograd/autograd_kernels.h"
 #include "autograd/autograd_support.h"
 #include "ops/op_handles.h"
 
 namespace c10d_func {
-namespace {
+namespace autograd_kernels {
 
 class AllReduceFunction : public torch::autograd::Function<AllReduceFunction> {
  public:
@@ -36,7 +36,7 @@ class AllReduceFunction : public torch::autograd::Function<AllReduceFunction> {
     group.save(ctx);
     save_reduce_op(ctx, reduce_op);
     if (reduce_op != ReduceOp::kSum && reduce_op != ReduceOp::kAvg) {
-      ctx->save_for_backward({self, output}); // max, min and product route by the values
+      ctx->save_for_backward({self, output});  // max, min and product route by the values
     }
     return output;
   }
@@ -67,9 +67,9 @@ class AllReduceFunction : public torch::autograd::Function<AllReduceFunction> {
     const at::Tensor zeros = all_reduce(is_zero.to(grad.scalar_type()), ReduceOp::kSum);
     const at::Tensor nonzero_product =
         all_reduce(at::where(is_zero, at::ones_like(input), input), ReduceOp::kProduct);
-    const at::Tensor others = at::where(
-        is_zero, at::where(zeros.eq(1), nonzero_product, at::zeros_like(input)),
-        at::where(zeros.eq(0), nonzero_product / input, at::zeros_like(input)));
+    const at::Tensor others =
+        at::where(is_zero, at::where(zeros.eq(1), nonzero_product, at::zeros_like(input)),
+                  at::where(zeros.eq(0), nonzero_product / input, at::zeros_like(input)));
     return {total * others, at::Tensor(), at::Tensor()};
   }
 };
@@ -85,7 +85,7 @@ at::Tensor all_reduce(const at::Tensor& self, c10::string_view reduce_op, c10::s
 }
 
 void all_reduce_(at::Tensor& self, c10::string_view reduce_op, c10::string_view tag,
-                        at::IntArrayRef ranks, int64_t group_size) {
+                 at::IntArrayRef ranks, int64_t group_size) {
   if (records_grad(self)) {
     // Functional op + copy_: autograd sees an ordinary in-place copy. The result is waited here
     // because copy_ reads it; the in-place op is therefore synchronous when it records grad.
@@ -94,10 +94,7 @@ void all_reduce_(at::Tensor& self, c10::string_view reduce_op, c10::string_view 
   }
   {
     at::AutoDispatchBelowADInplaceOrView below;
-    static const auto op = handles::lookup<void(at::Tensor&, c10::string_view,
-                                                       c10::string_view, at::IntArrayRef, int64_t)>(
-        "c10d_func::all_reduce_");
-    op.call(self, reduce_op, tag, ranks, group_size);
+    handles::all_reduce_(self, reduce_op, tag, ranks, group_size);
   }
   torch::autograd::increment_version(self);
 }
@@ -106,18 +103,14 @@ std::vector<at::Tensor> all_reduce_coalesced(at::TensorList self, c10::string_vi
                                              c10::string_view tag, at::IntArrayRef ranks,
                                              int64_t group_size) {
   if (records_grad(self)) {
-    std::vector<at::Tensor> outputs; // per element, each with its own backward
+    std::vector<at::Tensor> outputs;  // per element, each with its own backward
     for (const auto& tensor : self) {
       outputs.push_back(handles::all_reduce(tensor, reduce_op, tag, ranks, group_size));
     }
     return outputs;
   }
   at::AutoDispatchBelowADInplaceOrView below;
-  static const auto op =
-      handles::lookup<std::vector<at::Tensor>(at::TensorList, c10::string_view, c10::string_view,
-                                              at::IntArrayRef, int64_t)>(
-          "c10d_func::all_reduce_coalesced");
-  return op.call(self, reduce_op, tag, ranks, group_size);
+  return handles::all_reduce_coalesced(self, reduce_op, tag, ranks, group_size);
 }
 
 class ReduceFunction : public torch::autograd::Function<ReduceFunction> {
@@ -169,24 +162,13 @@ void all_reduce_coalesced_(at::TensorList self, c10::string_view reduce_op, c10:
   }
   {
     at::AutoDispatchBelowADInplaceOrView below;
-    static const auto op =
-        handles::lookup<void(at::TensorList, c10::string_view, c10::string_view, at::IntArrayRef,
-                             int64_t)>("c10d_func::all_reduce_coalesced_");
-    op.call(self, reduce_op, tag, ranks, group_size);
+    handles::all_reduce_coalesced_(self, reduce_op, tag, ranks, group_size);
   }
   for (const auto& tensor : self) {
     torch::autograd::increment_version(tensor);
   }
 }
 
-} // namespace
+}  // namespace autograd_kernels
 
-TORCH_LIBRARY_IMPL(c10d_func, Autograd, m) {
-  m.impl("all_reduce_coalesced_", &all_reduce_coalesced_);
-  m.impl("all_reduce", &all_reduce);
-  m.impl("all_reduce_", &all_reduce_);
-  m.impl("all_reduce_coalesced", &all_reduce_coalesced);
-  m.impl("reduce", &reduce);
-}
-
-} // namespace c10d_func
+}  // namespace c10d_func

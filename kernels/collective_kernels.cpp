@@ -6,13 +6,13 @@
 // it makes the current stream wait on the collective's event. kernels/cpu and kernels/cuda
 // register these functions for their dispatch keys.
 #include <ATen/ATen.h>
-#include "kernels/collective_kernels.h"
+#include "ops/op_signatures.h"
 
 #include "ops/collective_call.h"
 #include "ops/pending_work.h"
-#include "ops/reduce_op.h"
 #include "ops/shape_rules.h"
 #include "ops/tensor_checks.h"
+#include "transports/reduce_op.h"
 
 #include <string_view>
 
@@ -61,14 +61,29 @@ Completion into(const at::Tensor& target, const at::Tensor& buffer, const Comple
   return then_run(completion, target, [target, buffer] { target.copy_(buffer); });
 }
 
-} // namespace
+at::Tensor all_gather_one(const CollectiveCall& call, std::string_view op, const at::Tensor& self) {
+  at::Tensor input = call.sendable(self);
+  at::Tensor output = new_output(gathered_shape(op, self.sym_sizes(), call.group_size()), self);
+  call.record(output, call.communicator().all_gather(output, input));
+  return output;
+}
 
-at::Tensor all_reduce(
-    const at::Tensor& self,
-    c10::string_view reduce_op,
-    c10::string_view tag,
-    at::IntArrayRef ranks,
-    int64_t group_size) {
+at::Tensor reduce_scatter_one(const CollectiveCall& call, std::string_view op,
+                              const at::Tensor& self, ReduceOp reduce_op) {
+  at::Tensor input = call.sendable(self);
+  at::Tensor output = new_output(scattered_shape(op, self.sym_sizes(), call.group_size()), self);
+  call.record(output, call.communicator().reduce_scatter(output, input, reduce_op));
+  return output;
+}
+
+std::vector<int64_t> even_splits(int64_t rows, int64_t group_size) {
+  return std::vector<int64_t>(group_size, rows / group_size);
+}
+
+}  // namespace
+
+at::Tensor all_reduce(const at::Tensor& self, c10::string_view reduce_op, c10::string_view tag,
+                      at::IntArrayRef ranks, int64_t group_size) {
   constexpr std::string_view kOp = "all_reduce";
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
   CollectiveCall call(kOp, self, tag, ranks, group_size);
@@ -77,12 +92,8 @@ at::Tensor all_reduce(
   return output;
 }
 
-void all_reduce_(
-    at::Tensor& self,
-    c10::string_view reduce_op,
-    c10::string_view tag,
-    at::IntArrayRef ranks,
-    int64_t group_size) {
+void all_reduce_(at::Tensor& self, c10::string_view reduce_op, c10::string_view tag,
+                 at::IntArrayRef ranks, int64_t group_size) {
   constexpr std::string_view kOp = "all_reduce_";
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
   CollectiveCall call(kOp, self, tag, ranks, group_size);
@@ -90,12 +101,9 @@ void all_reduce_(
   call.record(self, into(self, buffer, call.communicator().all_reduce(buffer, op)));
 }
 
-std::vector<at::Tensor> all_reduce_coalesced(
-    at::TensorList self,
-    c10::string_view reduce_op,
-    c10::string_view tag,
-    at::IntArrayRef ranks,
-    int64_t group_size) {
+std::vector<at::Tensor> all_reduce_coalesced(at::TensorList self, c10::string_view reduce_op,
+                                             c10::string_view tag, at::IntArrayRef ranks,
+                                             int64_t group_size) {
   constexpr std::string_view kOp = "all_reduce_coalesced";
   const ReduceOp op = checked_coalesced_reduction(kOp, reduce_op, self, ranks, group_size);
   std::vector<at::Tensor> outputs;
@@ -111,12 +119,8 @@ std::vector<at::Tensor> all_reduce_coalesced(
   return outputs;
 }
 
-void all_reduce_coalesced_(
-    at::TensorList self,
-    c10::string_view reduce_op,
-    c10::string_view tag,
-    at::IntArrayRef ranks,
-    int64_t group_size) {
+void all_reduce_coalesced_(at::TensorList self, c10::string_view reduce_op, c10::string_view tag,
+                           at::IntArrayRef ranks, int64_t group_size) {
   constexpr std::string_view kOp = "all_reduce_coalesced_";
   const ReduceOp op = checked_coalesced_reduction(kOp, reduce_op, self, ranks, group_size);
   if (self.empty()) {
@@ -129,29 +133,15 @@ void all_reduce_coalesced_(
   }
 }
 
-static at::Tensor all_gather_one(const CollectiveCall& call, std::string_view op, const at::Tensor& self) {
-  at::Tensor input = call.sendable(self);
-  at::Tensor output = new_output(gathered_shape(op, self.sym_sizes(), call.group_size()), self);
-  call.record(output, call.communicator().all_gather(output, input));
-  return output;
-}
-
-at::Tensor all_gather_into_tensor(
-    const at::Tensor& self,
-    c10::string_view tag,
-    at::IntArrayRef ranks,
-    int64_t group_size) {
+at::Tensor all_gather_into_tensor(const at::Tensor& self, c10::string_view tag,
+                                  at::IntArrayRef ranks, int64_t group_size) {
   constexpr std::string_view kOp = "all_gather_into_tensor";
   CollectiveCall call(kOp, self, tag, ranks, group_size);
   return all_gather_one(call, kOp, self);
 }
 
-void all_gather_into_tensor_out(
-    const at::Tensor& self,
-    c10::string_view tag,
-    at::IntArrayRef ranks,
-    int64_t group_size,
-    at::Tensor& out) {
+void all_gather_into_tensor_out(const at::Tensor& self, c10::string_view tag, at::IntArrayRef ranks,
+                                int64_t group_size, at::Tensor& out) {
   constexpr std::string_view kOp = "all_gather_into_tensor_out";
   check_group_shape(kOp, ranks, group_size);
   check_out(kOp, self, out, gathered_shape(kOp, self.sym_sizes(), group_size));
@@ -160,11 +150,9 @@ void all_gather_into_tensor_out(
   call.record(out, into(out, buffer, call.communicator().all_gather(buffer, call.sendable(self))));
 }
 
-std::vector<at::Tensor> all_gather_into_tensor_coalesced(
-    at::TensorList self,
-    c10::string_view tag,
-    at::IntArrayRef ranks,
-    int64_t group_size) {
+std::vector<at::Tensor> all_gather_into_tensor_coalesced(at::TensorList self, c10::string_view tag,
+                                                         at::IntArrayRef ranks,
+                                                         int64_t group_size) {
   constexpr std::string_view kOp = "all_gather_into_tensor_coalesced";
   check_group_shape(kOp, ranks, group_size);
   check_same_device(kOp, self);
@@ -179,54 +167,33 @@ std::vector<at::Tensor> all_gather_into_tensor_coalesced(
   return outputs;
 }
 
-static at::Tensor reduce_scatter_one(
-    const CollectiveCall& call,
-    std::string_view op,
-    const at::Tensor& self,
-    ReduceOp reduce_op) {
-  at::Tensor input = call.sendable(self);
-  at::Tensor output = new_output(scattered_shape(op, self.sym_sizes(), call.group_size()), self);
-  call.record(output, call.communicator().reduce_scatter(output, input, reduce_op));
-  return output;
-}
-
-at::Tensor reduce_scatter_tensor(
-    const at::Tensor& self,
-    c10::string_view reduce_op,
-    c10::string_view tag,
-    at::IntArrayRef ranks,
-    int64_t group_size) {
+at::Tensor reduce_scatter_tensor(const at::Tensor& self, c10::string_view reduce_op,
+                                 c10::string_view tag, at::IntArrayRef ranks, int64_t group_size) {
   constexpr std::string_view kOp = "reduce_scatter_tensor";
   check_group_shape(kOp, ranks, group_size);
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
-  (void)scattered_shape(kOp, self.sym_sizes(), group_size); // shape errors before any world
+  (void)scattered_shape(kOp, self.sym_sizes(), group_size);  // shape errors before any world
   CollectiveCall call(kOp, self, tag, ranks, group_size);
   return reduce_scatter_one(call, kOp, self, op);
 }
 
-void reduce_scatter_tensor_out(
-    const at::Tensor& self,
-    c10::string_view reduce_op,
-    c10::string_view tag,
-    at::IntArrayRef ranks,
-    int64_t group_size,
-    at::Tensor& out) {
+void reduce_scatter_tensor_out(const at::Tensor& self, c10::string_view reduce_op,
+                               c10::string_view tag, at::IntArrayRef ranks, int64_t group_size,
+                               at::Tensor& out) {
   constexpr std::string_view kOp = "reduce_scatter_tensor_out";
   check_group_shape(kOp, ranks, group_size);
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
   check_out(kOp, self, out, scattered_shape(kOp, self.sym_sizes(), group_size));
   CollectiveCall call(kOp, self, tag, ranks, group_size);
   at::Tensor buffer = out.contiguous();
-  call.record(out,
-              into(out, buffer, call.communicator().reduce_scatter(buffer, call.sendable(self), op)));
+  call.record(
+      out, into(out, buffer, call.communicator().reduce_scatter(buffer, call.sendable(self), op)));
 }
 
-std::vector<at::Tensor> reduce_scatter_tensor_coalesced(
-    at::TensorList self,
-    c10::string_view reduce_op,
-    c10::string_view tag,
-    at::IntArrayRef ranks,
-    int64_t group_size) {
+std::vector<at::Tensor> reduce_scatter_tensor_coalesced(at::TensorList self,
+                                                        c10::string_view reduce_op,
+                                                        c10::string_view tag, at::IntArrayRef ranks,
+                                                        int64_t group_size) {
   constexpr std::string_view kOp = "reduce_scatter_tensor_coalesced";
   check_group_shape(kOp, ranks, group_size);
   const ReduceOp op = parse_reduce_op(kOp, reduce_op);
@@ -246,43 +213,27 @@ std::vector<at::Tensor> reduce_scatter_tensor_coalesced(
   return outputs;
 }
 
-static std::vector<int64_t> even_splits(int64_t rows, int64_t group_size) {
-  return std::vector<int64_t>(group_size, rows / group_size);
-}
-
-at::Tensor all_to_all_single(
-    const at::Tensor& self,
-    at::OptionalIntArrayRef output_split_sizes,
-    at::OptionalIntArrayRef input_split_sizes,
-    c10::string_view tag,
-    at::IntArrayRef ranks,
-    int64_t group_size) {
+at::Tensor all_to_all_single(const at::Tensor& self, at::OptionalSymIntArrayRef output_split_sizes,
+                             at::OptionalSymIntArrayRef input_split_sizes, c10::string_view tag,
+                             at::IntArrayRef ranks, int64_t group_size) {
   constexpr std::string_view kOp = "all_to_all_single";
   check_group_shape(kOp, ranks, group_size);
-  const auto shape = all_to_all_shape(
-      kOp, self.sym_sizes(),
-      output_split_sizes ? c10::OptionalArrayRef<c10::SymInt>(c10::fromIntArrayRefSlow(*output_split_sizes))
-                         : c10::nullopt,
-      input_split_sizes ? c10::OptionalArrayRef<c10::SymInt>(c10::fromIntArrayRefSlow(*input_split_sizes))
-                        : c10::nullopt,
-      group_size);
+  const auto shape =
+      all_to_all_shape(kOp, self.sym_sizes(), output_split_sizes, input_split_sizes, group_size);
   CollectiveCall call(kOp, self, tag, ranks, group_size, /*same_rows=*/false);
   at::Tensor input = call.sendable(self);
   at::Tensor output = new_output(shape, self);
-  auto out_splits = output_split_sizes ? output_split_sizes->vec() : even_splits(output.size(0), group_size);
-  auto in_splits = input_split_sizes ? input_split_sizes->vec() : even_splits(input.size(0), group_size);
-  call.record(
-      output,
-      call.communicator().all_to_all(output, input, std::move(out_splits), std::move(in_splits)));
+  auto out_splits = output_split_sizes ? concrete(output_split_sizes->vec())
+                                       : even_splits(output.size(0), group_size);
+  auto in_splits = input_split_sizes ? concrete(input_split_sizes->vec())
+                                     : even_splits(input.size(0), group_size);
+  call.record(output, call.communicator().all_to_all(output, input, std::move(out_splits),
+                                                     std::move(in_splits)));
   return output;
 }
 
-at::Tensor broadcast(
-    const at::Tensor& self,
-    int64_t src,
-    c10::string_view tag,
-    at::IntArrayRef ranks,
-    int64_t group_size) {
+at::Tensor broadcast(const at::Tensor& self, int64_t src, c10::string_view tag,
+                     at::IntArrayRef ranks, int64_t group_size) {
   constexpr std::string_view kOp = "broadcast";
   check_group_shape(kOp, ranks, group_size);
   check_group_index(kOp, "src", src, group_size);
@@ -292,12 +243,8 @@ at::Tensor broadcast(
   return output;
 }
 
-void broadcast_(
-    at::Tensor& self,
-    int64_t src,
-    c10::string_view tag,
-    at::IntArrayRef ranks,
-    int64_t group_size) {
+void broadcast_(at::Tensor& self, int64_t src, c10::string_view tag, at::IntArrayRef ranks,
+                int64_t group_size) {
   constexpr std::string_view kOp = "broadcast_";
   check_group_shape(kOp, ranks, group_size);
   check_group_index(kOp, "src", src, group_size);
@@ -306,13 +253,8 @@ void broadcast_(
   call.record(self, into(self, buffer, call.communicator().broadcast(buffer, src)));
 }
 
-at::Tensor reduce(
-    const at::Tensor& self,
-    c10::string_view reduce_op,
-    int64_t dst,
-    c10::string_view tag,
-    at::IntArrayRef ranks,
-    int64_t group_size) {
+at::Tensor reduce(const at::Tensor& self, c10::string_view reduce_op, int64_t dst,
+                  c10::string_view tag, at::IntArrayRef ranks, int64_t group_size) {
   constexpr std::string_view kOp = "reduce";
   check_group_shape(kOp, ranks, group_size);
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
@@ -328,12 +270,8 @@ at::Tensor reduce(
   return output;
 }
 
-at::Tensor gather(
-    const at::Tensor& self,
-    int64_t dst,
-    c10::string_view tag,
-    at::IntArrayRef ranks,
-    int64_t group_size) {
+at::Tensor gather(const at::Tensor& self, int64_t dst, c10::string_view tag, at::IntArrayRef ranks,
+                  int64_t group_size) {
   constexpr std::string_view kOp = "gather";
   check_group_shape(kOp, ranks, group_size);
   check_group_index(kOp, "dst", dst, group_size);
@@ -346,12 +284,8 @@ at::Tensor gather(
   return output;
 }
 
-at::Tensor scatter(
-    const at::Tensor& self,
-    int64_t src,
-    c10::string_view tag,
-    at::IntArrayRef ranks,
-    int64_t group_size) {
+at::Tensor scatter(const at::Tensor& self, int64_t src, c10::string_view tag, at::IntArrayRef ranks,
+                   int64_t group_size) {
   constexpr std::string_view kOp = "scatter";
   check_group_shape(kOp, ranks, group_size);
   check_group_index(kOp, "src", src, group_size);
@@ -362,12 +296,8 @@ at::Tensor scatter(
   return output;
 }
 
-at::Tensor permute(
-    const at::Tensor& self,
-    at::IntArrayRef src_dst,
-    c10::string_view tag,
-    at::IntArrayRef ranks,
-    int64_t group_size) {
+at::Tensor permute(const at::Tensor& self, at::IntArrayRef src_dst, c10::string_view tag,
+                   at::IntArrayRef ranks, int64_t group_size) {
   constexpr std::string_view kOp = "permute";
   check_group_shape(kOp, ranks, group_size);
   const auto sender_of = check_permutation(kOp, src_dst, group_size);
@@ -381,9 +311,8 @@ at::Tensor permute(
   std::vector<int64_t> out_splits(group_size, 0);
   in_splits[src_dst[me]] = rows;
   out_splits[sender_of[me]] = rows;
-  call.record(
-      output,
-      call.communicator().all_to_all(output, input, std::move(out_splits), std::move(in_splits)));
+  call.record(output, call.communicator().all_to_all(output, input, std::move(out_splits),
+                                                     std::move(in_splits)));
   return output;
 }
 
@@ -392,4 +321,4 @@ at::Tensor wait_tensor(const at::Tensor& self) {
   return self;
 }
 
-} // namespace c10d_func
+}  // namespace c10d_func

@@ -19,10 +19,10 @@ std::vector<at::Tensor> wait_tensors(at::TensorList tensors) {
   return waited;
 }
 
-} // namespace
+}  // namespace
 
 TORCH_LIBRARY_IMPL(c10d_func, CompositeImplicitAutograd, m) {
-  m.impl("wait_tensors", &wait_tensors);
+  C10D_FUNC_COMPOSITE_OPS(C10D_FUNC_IMPL_ONE)
 }
 
-} // namespace c10d_func
+}  // namespace c10d_func

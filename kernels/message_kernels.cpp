@@ -7,9 +7,9 @@
 // it has arrived.
 #include <ATen/ATen.h>
 
-#include "kernels/collective_kernels.h"
 #include "ops/collective_call.h"
 #include "ops/message_routes.h"
+#include "ops/op_signatures.h"
 #include "ops/tensor_checks.h"
 
 #include <string_view>
@@ -50,7 +50,7 @@ MessageRoute route_with(std::string_view op, std::string_view arg, int64_t peer,
   return route;
 }
 
-} // namespace
+}  // namespace
 
 at::Tensor isend(const at::Tensor& self, int64_t dst, int64_t msg_tag, c10::string_view tag,
                  RankList ranks, int64_t group_size) {
@@ -100,4 +100,4 @@ std::vector<at::Tensor> batch_p2p_ops(std::vector<std::string> op_list, at::IntA
   return outputs;
 }
 
-} // namespace c10d_func
+}  // namespace c10d_func

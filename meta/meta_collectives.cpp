@@ -7,10 +7,10 @@
 #include <torch/library.h>
 
 #include "ops/group_spec.h"
-#include "ops/reduce_op.h"
+#include "ops/op_list.h"
 #include "ops/shape_rules.h"
-#include "ops/register_kernels.h"
 #include "ops/tensor_checks.h"
+#include "transports/reduce_op.h"
 
 #include <string_view>
 
@@ -40,7 +40,7 @@ at::Tensor all_reduce(const at::Tensor& self, c10::string_view reduce_op, c10::s
 }
 
 void all_reduce_(at::Tensor& self, c10::string_view reduce_op, c10::string_view tag,
-                        at::IntArrayRef ranks, int64_t group_size) {
+                 at::IntArrayRef ranks, int64_t group_size) {
   GroupSpec::parse("all_reduce_", tag, ranks, group_size);
   check_reduction("all_reduce_", reduce_op, self);
 }
@@ -72,8 +72,8 @@ at::Tensor all_gather_into_tensor(const at::Tensor& self, c10::string_view tag,
   return new_output(gathered_shape(kOp, self.sym_sizes(), group_size), self);
 }
 
-void all_gather_into_tensor_out(const at::Tensor& self, c10::string_view tag,
-                                at::IntArrayRef ranks, int64_t group_size, at::Tensor& out) {
+void all_gather_into_tensor_out(const at::Tensor& self, c10::string_view tag, at::IntArrayRef ranks,
+                                int64_t group_size, at::Tensor& out) {
   constexpr std::string_view kOp = "all_gather_into_tensor_out";
   GroupSpec::parse(kOp, tag, ranks, group_size);
   check_out(kOp, self, out, gathered_shape(kOp, self.sym_sizes(), group_size));
@@ -93,8 +93,7 @@ std::vector<at::Tensor> all_gather_into_tensor_coalesced(at::TensorList self, c1
 }
 
 at::Tensor reduce_scatter_tensor(const at::Tensor& self, c10::string_view reduce_op,
-                                 c10::string_view tag, at::IntArrayRef ranks,
-                                 int64_t group_size) {
+                                 c10::string_view tag, at::IntArrayRef ranks, int64_t group_size) {
   constexpr std::string_view kOp = "reduce_scatter_tensor";
   GroupSpec::parse(kOp, tag, ranks, group_size);
   check_reduction(kOp, reduce_op, self);
@@ -112,8 +111,7 @@ void reduce_scatter_tensor_out(const at::Tensor& self, c10::string_view reduce_o
 
 std::vector<at::Tensor> reduce_scatter_tensor_coalesced(at::TensorList self,
                                                         c10::string_view reduce_op,
-                                                        c10::string_view tag,
-                                                        at::IntArrayRef ranks,
+                                                        c10::string_view tag, at::IntArrayRef ranks,
                                                         int64_t group_size) {
   constexpr std::string_view kOp = "reduce_scatter_tensor_coalesced";
   GroupSpec::parse(kOp, tag, ranks, group_size);
@@ -144,7 +142,7 @@ at::Tensor broadcast(const at::Tensor& self, int64_t src, c10::string_view tag,
 }
 
 void broadcast_(at::Tensor& self, int64_t src, c10::string_view tag, at::IntArrayRef ranks,
-                       int64_t group_size) {
+                int64_t group_size) {
   GroupSpec::parse("broadcast_", tag, ranks, group_size);
   check_group_index("broadcast_", "src", src, group_size);
 }
@@ -219,6 +217,6 @@ TORCH_LIBRARY_IMPL(c10d_func, Meta, m) {
   C10D_FUNC_IMPL_EVERY_OP(m)
 }
 
-} // namespace
+}  // namespace
 
-} // namespace c10d_func
+}  // namespace c10d_func

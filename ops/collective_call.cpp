@@ -49,13 +49,13 @@ bool blocking() {
   return enabled;
 }
 
-} // namespace
+}  // namespace
 
 void check_group_shape(std::string_view op, c10::ArrayRef<int64_t> ranks, int64_t group_size) {
   if (group_size > 0 && static_cast<int64_t>(ranks.size()) % group_size == 0 && !ranks.empty()) {
     return;
   }
-  (void)GroupSpec::parse(op, "", ranks, group_size); // raises with the full message
+  (void)GroupSpec::parse(op, "", ranks, group_size);  // raises with the full message
 }
 
 CollectiveCall::CollectiveCall(std::string_view op, at::TensorList inputs, std::string_view tag,
@@ -97,4 +97,4 @@ void record_output(std::string_view op, const std::shared_ptr<const ResolvedGrou
   }
 }
 
-} // namespace c10d_func
+}  // namespace c10d_func

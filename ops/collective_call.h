@@ -4,8 +4,8 @@
 // and its communicator, and record outputs in the pending-work table so wait_tensor finds them.
 #include <ATen/core/Tensor.h>
 
-#include "ops/communicator.h"
 #include "ops/group_registry.h"
+#include "transports/communicator.h"
 
 #include <memory>
 #include <string_view>
@@ -46,4 +46,4 @@ void record_output(std::string_view op, const std::shared_ptr<const ResolvedGrou
 // Kernels call it before checking arguments that are indices into the group (src, dst).
 void check_group_shape(std::string_view op, c10::ArrayRef<int64_t> ranks, int64_t group_size);
 
-} // namespace c10d_func
+}  // namespace c10d_func

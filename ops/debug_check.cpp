@@ -33,8 +33,8 @@ void check_members_agree(std::string_view op, const World& world, const std::str
     std::lock_guard<std::mutex> lock(mutex);
     number = (*sequence)[chunk_key]++;
   }
-  auto store = c10::make_intrusive<c10d::PrefixStore>(
-      chunk_key + "/" + std::to_string(number), thread_connection(world.store));
+  auto store = c10::make_intrusive<c10d::PrefixStore>(chunk_key + "/" + std::to_string(number),
+                                                      thread_connection(world.store));
   store->set(std::to_string(chunk.index),
              std::vector<uint8_t>(fingerprint.begin(), fingerprint.end()));
   std::vector<std::string> keys;
@@ -54,4 +54,4 @@ void check_members_agree(std::string_view op, const World& world, const std::str
               "') disagree on collective #", number, " (C10D_FUNC_DEBUG=DETAIL):", calls.str());
 }
 
-} // namespace c10d_func
+}  // namespace c10d_func

@@ -17,4 +17,4 @@ void check_members_agree(std::string_view op, const World& world, const std::str
                          const std::string& tag, const Chunk& chunk,
                          const std::string& fingerprint);
 
-} // namespace c10d_func
+}  // namespace c10d_func

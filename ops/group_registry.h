@@ -9,9 +9,11 @@
 #include <c10/core/DeviceType.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
-#include "ops/communicator.h"
 #include "ops/group_spec.h"
+#include "ops/resolved_group.h"
 #include "ops/world.h"
+#include "transports/communicator.h"
+#include "transports/rendezvous.h"
 
 #include <chrono>
 #include <functional>
@@ -23,62 +25,22 @@
 
 namespace c10d_func {
 
-struct Rendezvous;
-class Communicator;
-using CommunicatorFactory = std::function<std::shared_ptr<Communicator>(const Rendezvous&)>;
-
-// Where a transport meets its peers: a store already prefixed for this key, the caller's index
-// in the chunk and its size, and the device the communicator serves.
-struct Rendezvous {
-  c10::intrusive_ptr<c10d::Store> store;
-  int64_t rank = -1;
-  int64_t size = 0;
-  std::vector<int64_t> members; // the chunk's global ranks, for messages
-  std::string group;            // "tag='x', chunk [0, 1]", for messages
-  std::chrono::milliseconds timeout{};
-  c10::Device device{c10::DeviceType::CPU};
-};
-
-// A transport of one device type, by name ("gloo", "nccl").
-struct Transport {
-  std::string name;
-  CommunicatorFactory factory;
-  // Sub-communicators of a partition that covers the world are made by one split of the world
-  // communicator (one call per rank) instead of one rendezvous per chunk.
-  bool splits_world = false;
-  // Chosen for this very tag (set_transport(name, device, tag=...)): then even a chunk of one
-  // member runs on it instead of the local shortcut, e.g. to exercise NCCL on a single GPU.
-  bool forced = false;
-};
-
 using WorldProvider = std::function<std::optional<World>()>;
 
 // Binds torch's ProcessGroup for a group that has no communicator yet, when one is meant to serve
 // it: the group named by a `ptd:<name>` tag, or, in a delegated world, the group of those ranks.
 // Returns whether it bound one (through register_communicator, for the caller's chunk).
-using GroupBinder = std::function<bool(std::string_view op, c10::Device device,
-                                       const std::string& tag, const std::vector<int64_t>& ranks,
-                                       int64_t group_size, bool delegated)>;
-
-// A (device, tag, ranks, group_size) resolved for the calling process: the validated group, the
-// caller's chunk and its communicator. Kernels get one per call from GroupRegistry::resolve,
-// cached, so the per-call path parses, allocates and formats nothing.
-struct ResolvedGroup {
-  GroupSpec spec;
-  Chunk chunk;
-  std::shared_ptr<Communicator> communicator;
-
-  // "tag='x', ranks=[0, 1, 2, 3], group_size=2, chunk [2, 3]": built only for messages.
-  std::string describe() const;
-};
+using GroupBinder =
+    std::function<bool(std::string_view op, c10::Device device, const std::string& tag,
+                       const std::vector<int64_t>& ranks, int64_t group_size, bool delegated)>;
 
 struct GroupInfo {
   std::string device;
   std::string tag;
   std::vector<int64_t> members;
-  int64_t rank = -1; // caller's index in members
+  int64_t rank = -1;  // caller's index in members
   std::string backend;
-  std::string origin; // "created", "split" or "registered"
+  std::string origin;  // "created", "split" or "registered"
   std::optional<std::string> failure;
 };
 
@@ -90,7 +52,7 @@ std::shared_ptr<Communicator> form_communicator(std::string_view op, const Trans
 
 class GroupRegistry {
  public:
-  struct Impl; // one world's registry state (see impl())
+  struct Impl;  // one world's registry state (see impl())
   static GroupRegistry& instance();
 
   void set_world(World world);
@@ -117,18 +79,13 @@ class GroupRegistry {
   // The caller's chunk of (tag, ranks, group_size) and its communicator for tensors on
   // `device`. The first call of a group validates it against the world and forms the
   // communicator; later calls find it in a cache behind a shared lock.
-  std::shared_ptr<const ResolvedGroup> resolve(
-      std::string_view op,
-      c10::Device device,
-      std::string_view tag,
-      c10::ArrayRef<int64_t> ranks,
-      int64_t group_size);
+  std::shared_ptr<const ResolvedGroup> resolve(std::string_view op, c10::Device device,
+                                               std::string_view tag, c10::ArrayRef<int64_t> ranks,
+                                               int64_t group_size);
 
-  void register_communicator(
-      c10::DeviceType device,
-      const std::string& tag,
-      std::vector<int64_t> members,
-      std::shared_ptr<Communicator> communicator);
+  void register_communicator(c10::DeviceType device, const std::string& tag,
+                             std::vector<int64_t> members,
+                             std::shared_ptr<Communicator> communicator);
 
   std::vector<GroupInfo> groups();
 
@@ -149,11 +106,8 @@ class GroupRegistry {
                                   const std::string& name, const std::string& tag);
   std::shared_ptr<Communicator> registered(c10::Device device, const std::string& tag,
                                            const Chunk& chunk);
-  std::shared_ptr<Communicator> communicator(
-      std::string_view op,
-      c10::Device device,
-      const GroupSpec& spec,
-      const Chunk& chunk);
+  std::shared_ptr<Communicator> communicator(std::string_view op, c10::Device device,
+                                             const GroupSpec& spec, const Chunk& chunk);
 
  public:
   // The transport serving `device` for `tag` (see select_transport); raises, naming `op`, when
@@ -163,11 +117,11 @@ class GroupRegistry {
   Transport find_transport(std::string_view op, c10::DeviceType device, const std::string& name);
 
  private:
-  std::shared_ptr<Communicator> chunk_communicator(
-      std::string_view op, c10::Device device, const std::string& tag, const Chunk& chunk,
-      const Transport& transport);
+  std::shared_ptr<Communicator> chunk_communicator(std::string_view op, c10::Device device,
+                                                   const std::string& tag, const Chunk& chunk,
+                                                   const Transport& transport);
   void split_world(std::string_view op, c10::Device device, const GroupSpec& spec,
                    const Chunk& chunk, const Transport& transport, const World& world);
 };
 
-} // namespace c10d_func
+}  // namespace c10d_func

@@ -6,6 +6,8 @@
 #include <c10/util/ArrayRef.h>
 #include <c10/util/Exception.h>
 
+#include "transports/rank_format.h"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -19,7 +21,7 @@ struct Chunk {
   int64_t index = -1;
 
   int64_t size() const { return static_cast<int64_t>(members.size()); }
-  std::string describe() const; // "[2, 3]"
+  std::string describe() const;  // "[2, 3]"
 };
 
 struct GroupSpec {
@@ -28,11 +30,8 @@ struct GroupSpec {
   int64_t group_size = 0;
 
   // Checks what needs no world: group_size > 0 and dividing len(ranks), ranks >= 0, no duplicates.
-  static GroupSpec parse(
-      std::string_view op,
-      std::string_view tag,
-      c10::ArrayRef<int64_t> ranks,
-      int64_t group_size);
+  static GroupSpec parse(std::string_view op, std::string_view tag, c10::ArrayRef<int64_t> ranks,
+                         int64_t group_size);
 
   int64_t num_chunks() const { return static_cast<int64_t>(ranks.size()) / group_size; }
 
@@ -47,14 +46,11 @@ struct GroupSpec {
 };
 
 // An index inside the group (src, dst): 0 <= value < group_size.
-void check_group_index(std::string_view op, std::string_view arg, int64_t value, int64_t group_size);
+void check_group_index(std::string_view op, std::string_view arg, int64_t value,
+                       int64_t group_size);
 
 // `src_dst` must be a permutation of 0 .. group_size-1; returns its inverse (who sends to me).
-std::vector<int64_t> check_permutation(
-    std::string_view op,
-    c10::ArrayRef<int64_t> src_dst,
-    int64_t group_size);
+std::vector<int64_t> check_permutation(std::string_view op, c10::ArrayRef<int64_t> src_dst,
+                                       int64_t group_size);
 
-std::string format_ranks(c10::ArrayRef<int64_t> ranks);
-
-} // namespace c10d_func
+}  // namespace c10d_func

@@ -24,7 +24,7 @@ Routes& routes() {
   return *instance;
 }
 
-} // namespace
+}  // namespace
 
 MessageRoute message_route(std::string_view op, std::string_view tag, c10::ArrayRef<int64_t> ranks,
                            int64_t group_size) {
@@ -57,7 +57,8 @@ MessageRoute message_route(std::string_view op, std::string_view tag, c10::Array
   return route;
 }
 
-void check_peer(std::string_view op, std::string_view arg, int64_t peer, const ResolvedGroup& group) {
+void check_peer(std::string_view op, std::string_view arg, int64_t peer,
+                const ResolvedGroup& group) {
   TORCH_CHECK(peer != group.chunk.index, "c10d_func.", op, ": ", arg, "=", peer,
               " is the caller itself (its index in chunk ", group.chunk.describe(),
               "); a message goes to another member of the group");
@@ -69,4 +70,4 @@ void forget_message_routes() {
   state.routes.clear();
 }
 
-} // namespace c10d_func
+}  // namespace c10d_func

@@ -24,9 +24,10 @@ MessageRoute message_route(std::string_view op, std::string_view tag, c10::Array
                            int64_t group_size);
 
 // `peer` (an index in the group) must be another member than the caller.
-void check_peer(std::string_view op, std::string_view arg, int64_t peer, const ResolvedGroup& group);
+void check_peer(std::string_view op, std::string_view arg, int64_t peer,
+                const ResolvedGroup& group);
 
 // Drops every route (shutdown, or a new world); messages already posted still complete.
 void forget_message_routes();
 
-} // namespace c10d_func
+}  // namespace c10d_func

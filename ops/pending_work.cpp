@@ -46,10 +46,11 @@ void wait_and_check(const PendingCollective& pending) {
   if (reason) {
     // A transport may have named the op and the group itself (shm does).
     const std::string named = "c10d_func." + std::string(pending.op) + " failed on group (";
-    TORCH_CHECK(false, reason->rfind(named, 0) == 0 ? "" : named + pending.group->describe() + "): ",
-                *reason,
-                "\n(a member may have skipped this call, called collectives in another order, or ",
-                "died; the timeout is C10D_FUNC_TIMEOUT seconds)");
+    TORCH_CHECK(
+        false,
+        reason->rfind(named, 0) == 0 ? "" : named + pending.group->describe() + "): ", *reason,
+        "\n(a member may have skipped this call, called collectives in another order, or ",
+        "died; the timeout is C10D_FUNC_TIMEOUT seconds)");
   }
 }
 
@@ -78,7 +79,7 @@ class PendingWork final : public c10d::Work {
 
  private:
   PendingCollective pending_;
-  const c10::StorageImpl* key_; // identity only, never dereferenced
+  const c10::StorageImpl* key_;  // identity only, never dereferenced
 };
 
 struct Entry {
@@ -186,11 +187,11 @@ void PendingTable::forget_in_torch(const std::vector<c10::intrusive_ptr<PendingW
   }
 }
 
-} // namespace
+}  // namespace
 
 void record_pending(const at::Tensor& output, PendingCollective pending) {
-  auto work = c10::make_intrusive<PendingWork>(std::move(pending),
-                                              output.storage().unsafeGetStorageImpl());
+  auto work =
+      c10::make_intrusive<PendingWork>(std::move(pending), output.storage().unsafeGetStorageImpl());
   c10d::register_work(output, work);
   table().record(output, work);
 }
@@ -221,7 +222,7 @@ void forget_taken(std::vector<Entry>& entries) {
   PendingTable::forget_in_torch(mine);
 }
 
-} // namespace
+}  // namespace
 
 ExitReport settle_at_exit(std::chrono::milliseconds budget) {
   ExitReport report;
@@ -249,4 +250,4 @@ void drain_pending() {
   forget_taken(entries);
 }
 
-} // namespace c10d_func
+}  // namespace c10d_func

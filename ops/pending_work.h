@@ -12,8 +12,8 @@
 // collective, exit settles them, and pending_count() counts them.
 #include <ATen/core/Tensor.h>
 
-#include "ops/communicator.h"
-#include "ops/group_registry.h"
+#include "ops/resolved_group.h"
+#include "transports/communicator.h"
 
 #include <chrono>
 #include <memory>
@@ -23,7 +23,7 @@ namespace c10d_func {
 
 struct PendingCollective {
   Completion completion;
-  std::string_view op; // "all_reduce": a literal of the kernel's
+  std::string_view op;  // "all_reduce": a literal of the kernel's
   // The group it ran in: named in errors (described only then), and its communicator is marked
   // failed if the collective fails (messages have none: they run on channels of their own).
   std::shared_ptr<const ResolvedGroup> group;
@@ -52,4 +52,4 @@ struct ExitReport {
 };
 ExitReport settle_at_exit(std::chrono::milliseconds budget);
 
-} // namespace c10d_func
+}  // namespace c10d_func

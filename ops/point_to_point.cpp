@@ -20,7 +20,7 @@ namespace c10d_func {
 struct PointToPoint::Channel {
   // Who meets whom: fixed when the channel is made. The sender is index 0 of the channel; this
   // process only ever sends on it or only ever receives.
-  Rendezvous rendezvous; // without a store until formed
+  Rendezvous rendezvous;  // without a store until formed
   c10::intrusive_ptr<c10d::Store> group_store;
   std::string prefix;
   bool sending = false;
@@ -40,7 +40,8 @@ struct PointToPoint::Channel {
       // A connection of its own: the channel's thread blocks on it while forming, and a TCPStore
       // client serves one request at a time (see world.h).
       Rendezvous at_store = rendezvous;
-      at_store.store = c10::make_intrusive<c10d::PrefixStore>(prefix, private_connection(group_store));
+      at_store.store =
+          c10::make_intrusive<c10d::PrefixStore>(prefix, private_connection(group_store));
       auto transport = GroupRegistry::instance().transport_for(op, rendezvous.device.type(), "");
       communicator = form_communicator(op, transport, at_store);
     } catch (const std::exception& error) {
@@ -55,7 +56,7 @@ struct PointToPoint::Channel {
         std::unique_lock<std::mutex> lock(mutex);
         wake.wait(lock, [this] { return stopping || !tasks.empty(); });
         if (tasks.empty()) {
-          return; // stopping, and nothing left to deliver
+          return;  // stopping, and nothing left to deliver
         }
         task = std::move(tasks.front());
         tasks.pop_front();
@@ -107,7 +108,8 @@ Completion PointToPoint::post(const at::Tensor& tensor, int64_t sender, int64_t 
       rendezvous.size = 2;
       rendezvous.members = {members_.at(sender), members_.at(receiver)};
       rendezvous.group = group_ + ", messages rank " + std::to_string(rendezvous.members[0]) +
-          " -> rank " + std::to_string(rendezvous.members[1]) + " tag " + std::to_string(tag);
+                         " -> rank " + std::to_string(rendezvous.members[1]) + " tag " +
+                         std::to_string(tag);
       rendezvous.timeout = timeout_;
       rendezvous.device = device;
       std::ostringstream prefix;
@@ -143,7 +145,7 @@ Completion PointToPoint::post(const at::Tensor& tensor, int64_t sender, int64_t 
       }
       TORCH_CHECK(!channel->formation_error, *channel->formation_error);
       Completion moved = channel->communicator->broadcast(buffer, /*root=*/0);
-      moved->wait(); // CPU: until delivered; CUDA: the caller's stream waits on the transfer
+      moved->wait();  // CPU: until delivered; CUDA: the caller's stream waits on the transfer
       if (moved->hasError()) {
         done->setError(moved->exception_ptr());
         return;
@@ -164,4 +166,4 @@ Completion PointToPoint::post(const at::Tensor& tensor, int64_t sender, int64_t 
   return done;
 }
 
-} // namespace c10d_func
+}  // namespace c10d_func

@@ -11,7 +11,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include "ops/communicator.h"
+#include "transports/communicator.h"
 
 #include <chrono>
 #include <map>
@@ -49,4 +49,4 @@ class PointToPoint {
   std::map<std::tuple<int64_t, int64_t, int64_t, int, int>, std::shared_ptr<Channel>> channels_;
 };
 
-} // namespace c10d_func
+}  // namespace c10d_func

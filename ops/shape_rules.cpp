@@ -19,22 +19,17 @@ c10::SymInt sum_of(c10::ArrayRef<c10::SymInt> values) {
   return total;
 }
 
-void check_split_sizes(
-    std::string_view op,
-    std::string_view arg,
-    c10::ArrayRef<c10::SymInt> splits,
-    int64_t group_size) {
-  TORCH_CHECK(
-      static_cast<int64_t>(splits.size()) == group_size, "c10d_func.", op, ": argument '", arg,
-      "' must have group_size (", group_size, ") entries, got ", splits.size());
+void check_split_sizes(std::string_view op, std::string_view arg, c10::ArrayRef<c10::SymInt> splits,
+                       int64_t group_size) {
+  TORCH_CHECK(static_cast<int64_t>(splits.size()) == group_size, "c10d_func.", op, ": argument '",
+              arg, "' must have group_size (", group_size, ") entries, got ", splits.size());
   for (const auto& split : splits) {
-    TORCH_CHECK(
-        holds(split.sym_ge(0)), "c10d_func.", op, ": argument '", arg,
-        "' must be non-negative, got ", split);
+    TORCH_CHECK(holds(split.sym_ge(0)), "c10d_func.", op, ": argument '", arg,
+                "' must be non-negative, got ", split);
   }
 }
 
-} // namespace
+}  // namespace
 
 SymShape gathered_shape(std::string_view op, c10::SymIntArrayRef input, int64_t group_size) {
   TORCH_CHECK(group_size > 0, "c10d_func.", op, ": group_size must be positive");
@@ -48,37 +43,31 @@ SymShape gathered_shape(std::string_view op, c10::SymIntArrayRef input, int64_t 
 
 SymShape scattered_shape(std::string_view op, c10::SymIntArrayRef input, int64_t group_size) {
   TORCH_CHECK(group_size > 0, "c10d_func.", op, ": group_size must be positive");
-  TORCH_CHECK(
-      !input.empty(), "c10d_func.", op, ": the input must have at least one dimension to split ",
-      "among group_size (", group_size, ") members");
-  TORCH_CHECK(
-      holds((input[0] % group_size).sym_eq(0)), "c10d_func.", op, ": input dim 0 (", input[0],
-      ") must be divisible by group_size (", group_size, ")");
+  TORCH_CHECK(!input.empty(), "c10d_func.", op,
+              ": the input must have at least one dimension to split ", "among group_size (",
+              group_size, ") members");
+  TORCH_CHECK(holds((input[0] % group_size).sym_eq(0)), "c10d_func.", op, ": input dim 0 (",
+              input[0], ") must be divisible by group_size (", group_size, ")");
   SymShape shape(input.begin(), input.end());
   shape[0] = shape[0] / group_size;
   return shape;
 }
 
-SymShape all_to_all_shape(
-    std::string_view op,
-    c10::SymIntArrayRef input,
-    c10::OptionalArrayRef<c10::SymInt> output_split_sizes,
-    c10::OptionalArrayRef<c10::SymInt> input_split_sizes,
-    int64_t group_size) {
-  TORCH_CHECK(
-      !input.empty(), "c10d_func.", op, ": the input must have at least one dimension");
+SymShape all_to_all_shape(std::string_view op, c10::SymIntArrayRef input,
+                          c10::OptionalArrayRef<c10::SymInt> output_split_sizes,
+                          c10::OptionalArrayRef<c10::SymInt> input_split_sizes,
+                          int64_t group_size) {
+  TORCH_CHECK(!input.empty(), "c10d_func.", op, ": the input must have at least one dimension");
   SymShape shape(input.begin(), input.end());
   if (input_split_sizes.has_value()) {
     check_split_sizes(op, "input_split_sizes", *input_split_sizes, group_size);
     const auto total = sum_of(*input_split_sizes);
-    TORCH_CHECK(
-        holds(total.sym_eq(input[0])), "c10d_func.", op,
-        ": argument 'input_split_sizes' sums to ", total, " but input dim 0 is ", input[0]);
+    TORCH_CHECK(holds(total.sym_eq(input[0])), "c10d_func.", op,
+                ": argument 'input_split_sizes' sums to ", total, " but input dim 0 is ", input[0]);
   } else {
-    TORCH_CHECK(
-        holds((input[0] % group_size).sym_eq(0)), "c10d_func.", op,
-        ": without input_split_sizes, input dim 0 (", input[0],
-        ") must be divisible by group_size (", group_size, ")");
+    TORCH_CHECK(holds((input[0] % group_size).sym_eq(0)), "c10d_func.", op,
+                ": without input_split_sizes, input dim 0 (", input[0],
+                ") must be divisible by group_size (", group_size, ")");
   }
   if (output_split_sizes.has_value()) {
     check_split_sizes(op, "output_split_sizes", *output_split_sizes, group_size);
@@ -87,4 +76,4 @@ SymShape all_to_all_shape(
   return shape;
 }
 
-} // namespace c10d_func
+}  // namespace c10d_func

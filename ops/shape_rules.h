@@ -24,11 +24,8 @@ SymShape scattered_shape(std::string_view op, c10::SymIntArrayRef input, int64_t
 // dim 0 = sum(output_split_sizes), or input dim 0 when they are absent. Checks both split lists
 // have group_size entries, are non-negative, and that input_split_sizes sums to input dim 0.
 // Without split sizes, input dim 0 must divide by group_size (the even split).
-SymShape all_to_all_shape(
-    std::string_view op,
-    c10::SymIntArrayRef input,
-    c10::OptionalArrayRef<c10::SymInt> output_split_sizes,
-    c10::OptionalArrayRef<c10::SymInt> input_split_sizes,
-    int64_t group_size);
+SymShape all_to_all_shape(std::string_view op, c10::SymIntArrayRef input,
+                          c10::OptionalArrayRef<c10::SymInt> output_split_sizes,
+                          c10::OptionalArrayRef<c10::SymInt> input_split_sizes, int64_t group_size);
 
-} // namespace c10d_func
+}  // namespace c10d_func

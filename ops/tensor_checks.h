@@ -15,7 +15,7 @@ void check_out(std::string_view op, const at::Tensor& self, const at::Tensor& ou
                c10::SymIntArrayRef expected_shape);
 
 // op_list of batch_p2p_ops: "isend" or "irecv" each, and every list of the same length.
-void check_message_lists(std::string_view op, c10::ArrayRef<std::string> op_list,
-                         size_t peers, size_t tags, size_t tensors);
+void check_message_lists(std::string_view op, c10::ArrayRef<std::string> op_list, size_t peers,
+                         size_t tags, size_t tensors);
 
-} // namespace c10d_func
+}  // namespace c10d_func

@@ -31,7 +31,7 @@ int64_t env_int(const char* name, const std::string& value) {
   }
 }
 
-} // namespace
+}  // namespace
 
 std::chrono::milliseconds collective_timeout() {
   constexpr double kDefaultSeconds = 300.0;
@@ -52,7 +52,7 @@ c10::intrusive_ptr<c10d::Store> private_connection(const c10::intrusive_ptr<c10d
   try {
     return store->clone();
   } catch (const std::exception&) {
-    return store; // a store that cannot be cloned (some Python stores): shared, as before
+    return store;  // a store that cannot be cloned (some Python stores): shared, as before
   }
 }
 
@@ -110,4 +110,4 @@ std::optional<World> world_from_env(std::string_view op) {
   return world;
 }
 
-} // namespace c10d_func
+}  // namespace c10d_func

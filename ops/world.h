@@ -16,7 +16,7 @@ struct World {
   c10::intrusive_ptr<c10d::Store> store;
   int64_t rank = -1;
   int64_t size = 0;
-  std::string origin; // "init", "default process group", "env://"
+  std::string origin;  // "init", "default process group", "env://"
   // The world's groups are torch's own and c10d_func must not rendezvous beside them: ranks that
   // are threads of one process, a fake world, a default group implemented in Python. Every group
   // then runs on the torch ProcessGroup of its ranks, as torch's functional collectives do.
@@ -42,4 +42,4 @@ c10::intrusive_ptr<c10d::Store> private_connection(const c10::intrusive_ptr<c10d
 // private_connection(store), made once per thread and reused while `store` stays the same.
 c10::intrusive_ptr<c10d::Store> thread_connection(const c10::intrusive_ptr<c10d::Store>& store);
 
-} // namespace c10d_func
+}  // namespace c10d_func

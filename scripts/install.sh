@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs what is missing on a fresh Debian 12 machine and builds c10d_func into .venv:
-# system packages (compiler, CMake, GoogleTest), a virtual environment with the pinned torch and
-# the build/test tools, then an editable build (incremental: build/ is reused).
+# Installs what is missing on a fresh Debian 12 machine and builds c10d_func into .venv: system
+# packages (compiler, CMake, clang-format, GoogleTest, Gloo's headers), a virtual environment
+# with the pinned torch and the build/test tools, then an editable build (incremental: build/
+# is reused).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,9 +11,12 @@ TORCH_VERSION="${C10D_FUNC_TORCH_VERSION:-2.14.1}"
 missing=()
 command -v g++ >/dev/null || missing+=(g++)
 command -v cmake >/dev/null || missing+=(cmake)
+command -v clang-format >/dev/null || missing+=(clang-format)
 [ -f /usr/lib/x86_64-linux-gnu/cmake/GTest/GTestConfig.cmake ] || \
   [ -f /usr/lib/cmake/GTest/GTestConfig.cmake ] || missing+=(libgtest-dev)
 python3 -c "import venv, ensurepip" 2>/dev/null || missing+=(python3-venv)
+# Gloo's headers (torch's wheel has none): the Gloo transport is then made in C++.
+[ -f /usr/include/gloo/algorithm.h ] || missing+=(libgloo-dev)
 if ((${#missing[@]})); then
   sudo=""
   [ "$(id -u)" = 0 ] || sudo="sudo"

@@ -65,8 +65,15 @@ def settle_at_exit() -> tuple[int, int]:
 def pending_count() -> int:
     """Outputs whose collective has not been waited on (and whose storage is alive)."""
 
+def has_native_gloo() -> bool:
+    """Whether the Gloo transport is made in C++ (the library was built with Gloo's headers)."""
+
 def op_names() -> list[str]:
-    """Every operator with kernels per dispatch key (the one list in ops/register_kernels.h)."""
+    """Every operator with kernels per dispatch key (the one list in ops/op_list.h)."""
+
+def op_table() -> list[tuple[str, str, str]]:
+    """(name, lowering, effects) of every operator with kernels per dispatch key: lowering is
+    out_of_place, in_place, reinplaced or wait; effects is pure or effects (ops/op_list.h)."""
 
 def collective_timeout_seconds() -> float:
     """How long a collective may wait for its peers (C10D_FUNC_TIMEOUT)."""

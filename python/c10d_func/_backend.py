@@ -3,7 +3,7 @@
 On import the package registers the backend ``"c10d_func"`` for CPU and CUDA, so classic code
 reaches c10d_func's transports: ``dist.init_process_group("c10d_func")``,
 ``"cpu:c10d_func,cuda:nccl"``, ``dist.new_group(ranks, backend="c10d_func")``. The backend is C++
-(`ops/backend/`) and runs on the communicators the functional ops use: shm between the processes
+(`backend/`) and runs on the communicators the functional ops use: shm between the processes
 of one host, Gloo across hosts, NCCL for CUDA.
 
 `split_group` makes every subgroup of a partition in one call of every member of the parent.

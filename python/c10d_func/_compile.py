@@ -11,7 +11,7 @@ import torch
 
 from . import _inductor_passes
 from ._import_hooks import after_import
-from ._lowerings import SIDE_EFFECTS, register_lowerings
+from ._lowerings import ops_with_effects, register_lowerings
 
 
 def _exempt_wait_from_alias_check() -> None:
@@ -37,7 +37,7 @@ def install() -> None:
     # wait_tensor it must survive dead-code elimination even when its output is unused, or the
     # collective it completes could be left pending (or dropped) on some ranks only. Messages
     # likewise: an isend whose handle is never read still has a receiver waiting for it.
-    for name in SIDE_EFFECTS:
+    for name in ops_with_effects():
         op = getattr(torch.ops.c10d_func, name)
         torch.fx.node.has_side_effect(op)
         torch.fx.node.has_side_effect(op.default)

@@ -25,12 +25,13 @@ baked into the graph as literals; eager calls and make_fx / export tracing run i
 from __future__ import annotations
 
 import operator
-import threading
 from typing import TYPE_CHECKING, Union
 
 import torch
 import torch.distributed as dist
 from torch.utils._python_dispatch import _disable_current_modes
+
+from ._registry import bind
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -47,22 +48,6 @@ RANK_TYPES = Union[
     str,
 ]
 
-# world scope -> (tag, ranks) -> the ProcessGroup bound to it, so each group is registered once per
-# world. The scope is 0 for the process, the thread's id where ranks are threads (each thread has
-# a world, and a registry scope, of its own). Holding the group keeps the identity check
-# meaningful (ids are never reused).
-_bound: dict[int, dict[tuple[str, tuple[int, ...]], dist.ProcessGroup]] = {}
-
-
-def _scope(per_thread: bool) -> int:
-    return threading.get_ident() if per_thread else 0
-
-
-def forget_bound(per_thread: bool) -> None:
-    """The world of the calling thread (or process) changed: its bindings are gone."""
-    _bound.pop(_scope(per_thread), None)
-
-
 def group_name(pg: dist.ProcessGroup) -> str:
     """The name torch registered `pg` under. A group written in Python may never have been told
     its name (torch hands the object itself back as the group), but torch's world records it."""
@@ -77,18 +62,6 @@ def _process_group_tag(pg: dist.ProcessGroup) -> str:
     # creation counter), so every member bakes the same tag into its graph. torch tags its own
     # groups "ptd:<name>" too.
     return f"ptd:{group_name(pg)}"
-
-
-def bind(pg: dist.ProcessGroup, tag: str, ranks: list[int]) -> None:
-    """Registers `pg` for (`tag`, `ranks`) in the calling thread's world, once."""
-    from ._registry import register_group, world_is_per_thread
-
-    bound = _bound.setdefault(_scope(world_is_per_thread()), {})
-    key = (tag, tuple(ranks))
-    if bound.get(key) is pg:
-        return
-    register_group(pg, tag)
-    bound[key] = pg
 
 
 def _from_process_group(pg: dist.ProcessGroup | int, tag: str) -> tuple[str, list[int], int]:

@@ -11,46 +11,23 @@ import torch
 
 from . import _C
 
-# Collectives lowered out of place: inductor allocates nothing for them, the op allocates its
-# output (shapes depend on the group).
-_OUT_OF_PLACE = (
-    "all_gather_into_tensor",
-    "all_gather_into_tensor_coalesced",
-    "reduce_scatter_tensor",
-    "reduce_scatter_tensor_coalesced",
-    "all_to_all_single",
-    "reduce",
-    "gather",
-    "scatter",
-    "permute",
-    "isend",
-    "irecv",
-    "batch_p2p_ops",
-)
+# How each op is lowered, from the native module's one list of operators (ops/op_list.h):
+# out_of_place (the op allocates its output: shapes depend on the group), in_place (it writes a
+# buffer inductor owns: reached from re-inplacing and from mutations in user code), reinplaced
+# (a functional op whose output has its input's shape, lowered as torch lowers its own: a clone
+# of the input, which inductor folds into the kernel that produced it, and the in-place op of the
+# same name + "_" on that buffer, so the result is returned with no extra copy), or wait.
+def _ops_by_lowering() -> dict[str, list[str]]:
+    by_kind: dict[str, list[str]] = {}
+    for name, kind, _ in _C.op_table():
+        by_kind.setdefault(kind, []).append(name)
+    return by_kind
 
-# In-place collectives: they write a buffer inductor owns. They reach inductor from the
-# re-inplacing below and from mutations in user code (auto_functionalized, decomposed).
-_IN_PLACE = (
-    "all_reduce_",
-    "all_reduce_coalesced_",
-    "broadcast_",
-    "all_gather_into_tensor_out",
-    "reduce_scatter_tensor_out",
-)
 
-# Functional collectives whose output has the input's shape, lowered as torch lowers its own:
-# a clone of the input (which inductor folds into the kernel that produced it, when there is
-# one) and the in-place op on that buffer, so the collective writes a buffer inductor allocated
-# and the result is returned with no extra copy.
-_REINPLACED = {
-    "all_reduce": "all_reduce_",
-    "all_reduce_coalesced": "all_reduce_coalesced_",
-    "broadcast": "broadcast_",
-}
-
-# Ops with effects that dead-code elimination must keep even when their output is unused: a
-# wait completes a collective, and a message's peer waits for it.
-SIDE_EFFECTS = ("wait_tensor", "isend", "irecv", "batch_p2p_ops")
+def ops_with_effects() -> list[str]:
+    """Ops that dead-code elimination must keep even when their output is unused: a wait
+    completes a collective, and a message's peer waits for it."""
+    return [name for name, _, effects in _C.op_table() if effects == "effects"]
 
 
 def register_lowerings() -> None:
@@ -73,12 +50,12 @@ def register_lowerings() -> None:
     ops = torch.ops.c10d_func
     if ops.wait_tensor.default in lowerings:
         return
+    by_kind = _ops_by_lowering()
     # A collective without a lowering would become a plain extern kernel, which inductor may
     # reorder differently on different ranks: refuse to start rather than deadlock later.
-    lowered = {*_OUT_OF_PLACE, *_IN_PLACE, *_REINPLACED, "wait_tensor"}
-    missing = set(_C.op_names()) - lowered
-    if missing:
-        raise RuntimeError(f"c10d_func: no inductor lowering for {sorted(missing)} (_compile.py)")
+    unknown = set(by_kind) - {"out_of_place", "in_place", "reinplaced", "wait"}
+    if unknown:
+        raise RuntimeError(f"c10d_func: no inductor lowering of kind {sorted(unknown)}")
 
     def contiguous(inputs: Any) -> Any:
         if isinstance(inputs, (list, tuple)):
@@ -133,12 +110,12 @@ def register_lowerings() -> None:
         add_layout_constraint(op, constrain_to_fx_strides)
         register_lowering(op)(lower)
 
-    for name in _OUT_OF_PLACE:
+    for name in by_kind.get("out_of_place", []):
         lower_out_of_place(getattr(ops, name))
-    for name in _IN_PLACE:
+    for name in by_kind.get("in_place", []):
         lower_in_place(getattr(ops, name))
-    for name, in_place in _REINPLACED.items():
-        lower_reinplaced(getattr(ops, name), getattr(ops, in_place))
+    for name in by_kind.get("reinplaced", []):
+        lower_reinplaced(getattr(ops, name), getattr(ops, name + "_"))
 
     @register_lowering(ops.wait_tensor)
     def _wait_tensor(inp: Any) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import datetime
+import threading
 import warnings
 from typing import Any
 
@@ -91,10 +92,34 @@ def _bind_on_first_use(
         pg = _torch_group_of_chunk(tag, ranks, group_size)
     if not isinstance(pg, dist.ProcessGroup):
         return False
-    from ._groups import bind
-
     bind(pg, tag, dist.get_process_group_ranks(pg))
     return True
+
+
+# world scope -> (tag, ranks) -> the ProcessGroup bound to it, so each group is registered once per
+# world. The scope is 0 for the process, the thread's id where ranks are threads (each thread has
+# a world, and a registry scope, of its own). Holding the group keeps the identity check
+# meaningful (ids are never reused).
+_bound: dict[int, dict[tuple[str, tuple[int, ...]], dist.ProcessGroup]] = {}
+
+
+def _scope(per_thread: bool) -> int:
+    return threading.get_ident() if per_thread else 0
+
+
+def forget_bound(per_thread: bool) -> None:
+    """The world of the calling thread (or process) changed: its bindings are gone."""
+    _bound.pop(_scope(per_thread), None)
+
+
+def bind(pg: dist.ProcessGroup, tag: str, ranks: list[int]) -> None:
+    """Registers `pg` for (`tag`, `ranks`) in the calling thread's world, once."""
+    bound = _bound.setdefault(_scope(world_is_per_thread()), {})
+    key = (tag, tuple(ranks))
+    if bound.get(key) is pg:
+        return
+    register_group(pg, tag)
+    bound[key] = pg
 
 
 def _follow_default_group() -> None:
@@ -108,8 +133,6 @@ def _follow_default_group() -> None:
 
     def _update_default_pg(pg: dist.ProcessGroup | None) -> None:
         update(pg)
-        from ._groups import forget_bound
-
         per_thread = world_is_per_thread()
         forget_bound(per_thread)
         _C.world_changed(per_thread, pg is not None)
@@ -144,9 +167,12 @@ def install() -> None:
     if dist.is_available():
         _follow_default_group()
     # torch's ProcessGroupGloo moves CPU tensors, and CUDA tensors through host memory: it is
-    # the CPU transport and the alternative CUDA transport (NCCL is the CUDA default).
-    for device in ("cpu", "cuda"):
-        _C.add_backend_transport(device, "gloo", _make_gloo)
+    # the CPU transport across hosts and the alternative CUDA transport (NCCL is the CUDA
+    # default). The library makes it in C++ when built with Gloo's headers; otherwise torch's
+    # Python constructor does.
+    if not _C.has_native_gloo():
+        for device in ("cpu", "cuda"):
+            _C.add_backend_transport(device, "gloo", _make_gloo)
 
 
 def set_transport(transport: str, device: str = "cuda", tag: str | None = None) -> None:
@@ -226,6 +252,4 @@ def shutdown() -> None:
     functional API's `group=` are forgotten too (they are bound again on next use).
     """
     _C.shutdown()
-    from . import _groups
-
-    _groups.forget_bound(world_is_per_thread())
+    forget_bound(world_is_per_thread())

@@ -2,16 +2,17 @@
 // static registrations create torch.ops.c10d_func.*. It also lets the Python package install the
 // two things only Python can provide: the default process group as a world, and the Gloo backend
 // (torch does not ship Gloo's headers, so ProcessGroupGloo is built through its Python binding).
+#include <torch/csrc/utils/pybind.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/csrc/utils/pybind.h>
 
-#include "kernels/c10d/group_communicator.h"
-#include "python/csrc/python_group.h"
-#include "ops/backend/func_backend.h"
+#include "backend/func_backend.h"
 #include "ops/group_registry.h"
+#include "ops/op_list.h"
 #include "ops/pending_work.h"
-#include "ops/register_kernels.h"
+#include "python/csrc/python_group.h"
+#include "transports/c10d/group_communicator.h"
+#include "transports/gloo/gloo_transport.h"
 
 #include <chrono>
 #include <memory>
@@ -41,13 +42,13 @@ void set_world_provider(py::object provider) {
 
 void set_group_binder(py::object binder) {
   auto held = hold_python(std::move(binder));
-  GroupRegistry::instance().set_group_binder(
-      [held](std::string_view op, c10::Device device, const std::string& tag,
-             const std::vector<int64_t>& ranks, int64_t group_size, bool delegated) {
-        py::gil_scoped_acquire gil;
-        return (*held)(std::string(op), device.str(), tag, ranks, group_size, delegated)
-            .cast<bool>();
-      });
+  GroupRegistry::instance().set_group_binder([held](std::string_view op, c10::Device device,
+                                                    const std::string& tag,
+                                                    const std::vector<int64_t>& ranks,
+                                                    int64_t group_size, bool delegated) {
+    py::gil_scoped_acquire gil;
+    return (*held)(std::string(op), device.str(), tag, ranks, group_size, delegated).cast<bool>();
+  });
 }
 
 // Binds a ProcessGroup written in Python for `device` under `tag`; its collectives are the
@@ -68,18 +69,13 @@ void register_python_group(py::object group, py::object caller, const std::strin
 
 void add_backend_transport(const std::string& device, const std::string& name, py::object factory) {
   auto held = hold_python(std::move(factory));
-  Transport transport;
+  Transport transport = gloo_transport([held](const Rendezvous& rendezvous) {
+    py::gil_scoped_acquire gil;
+    const double seconds = rendezvous.timeout.count() / 1000.0;
+    return (*held)(rendezvous.store, rendezvous.rank, rendezvous.size, seconds)
+        .cast<c10::intrusive_ptr<c10d::Backend>>();
+  });
   transport.name = name;
-  transport.factory = [held](const Rendezvous& rendezvous) {
-        c10::intrusive_ptr<c10d::Backend> backend;
-        {
-          py::gil_scoped_acquire gil;
-          const double seconds = rendezvous.timeout.count() / 1000.0;
-          backend = (*held)(rendezvous.store, rendezvous.rank, rendezvous.size, seconds)
-                        .cast<c10::intrusive_ptr<c10d::Backend>>();
-        }
-        return make_backend_communicator(std::move(backend));
-      };
   GroupRegistry::instance().add_transport(parse_device(device), std::move(transport));
 }
 
@@ -95,15 +91,14 @@ void register_backend(c10::intrusive_ptr<c10d::Backend> backend, const std::stri
         registry.register_communicator(type, tag, ranks, communicator);
       }
     }
-    return; // a device not formed yet is registered by the backend when it forms it
+    return;  // a device not formed yet is registered by the backend when it forms it
   }
   registry.register_communicator(type, tag, std::move(ranks), make_backend_communicator(backend));
 }
 
 c10::intrusive_ptr<c10d::Backend> create_backend(c10::intrusive_ptr<c10d::Store> store,
-                                                 int64_t rank, int64_t size,
-                                                 double timeout_seconds, std::string name,
-                                                 std::vector<int64_t> members) {
+                                                 int64_t rank, int64_t size, double timeout_seconds,
+                                                 std::string name, std::vector<int64_t> members) {
   FuncBackendOptions options;
   options.store = std::move(store);
   options.rank = rank;
@@ -119,7 +114,7 @@ void split_backend(c10::intrusive_ptr<c10d::Backend> parent,
                    int64_t key) {
   FuncBackend* own_parent = as_func_backend(parent);
   if (!own_parent) {
-    return; // another backend's communicators cannot be split here; the child forms its own
+    return;  // another backend's communicators cannot be split here; the child forms its own
   }
   FuncBackend* own_child = child ? as_func_backend(*child) : nullptr;
   split_device_communicators(*own_parent, own_child, color, key);
@@ -155,8 +150,8 @@ py::object world() {
   return std::move(entry);
 }
 
-} // namespace
-} // namespace c10d_func
+}  // namespace
+}  // namespace c10d_func
 
 PYBIND11_MODULE(_C, m) {
   using namespace c10d_func;
@@ -205,12 +200,23 @@ PYBIND11_MODULE(_C, m) {
       "shutdown", [] { GroupRegistry::instance().shutdown(); },
       py::call_guard<py::gil_scoped_release>());
   m.def("pending_count", &pending_count);
-  // The operators with kernels per dispatch key, from the one list in ops/register_kernels.h:
-  // the Python side (inductor lowerings, tests) checks itself against it.
+  m.def("has_native_gloo", [] { return native_gloo_maker().has_value(); });
+  // The one list of operators (ops/op_list.h), for the Python side: inductor's lowerings and
+  // the tests derive from it. op_table(): (name, lowering, effects) per op with kernels per key.
+  m.def("op_table", [] {
+    std::vector<std::tuple<std::string, std::string, std::string>> table;
+#define C10D_FUNC_OP_ROW(name, schema, tags, autograd, lowering, effects) \
+  table.emplace_back(#name, #lowering, #effects);
+    C10D_FUNC_OPS(C10D_FUNC_OP_ROW)
+#undef C10D_FUNC_OP_ROW
+    return table;
+  });
   m.def("op_names", [] {
-#define C10D_FUNC_OP_NAME(name) #name,
-    return std::vector<std::string>{C10D_FUNC_FOR_EACH_OP(C10D_FUNC_OP_NAME)};
+    std::vector<std::string> names;
+#define C10D_FUNC_OP_NAME(name, ...) names.emplace_back(#name);
+    C10D_FUNC_OPS(C10D_FUNC_OP_NAME)
 #undef C10D_FUNC_OP_NAME
+    return names;
   });
   m.def(
       "settle_at_exit",
@@ -221,7 +227,5 @@ PYBIND11_MODULE(_C, m) {
       py::call_guard<py::gil_scoped_release>(),
       "Gives collectives issued and never waited C10D_FUNC_TIMEOUT to finish; returns "
       "(unwaited, abandoned).");
-  m.def(
-      "collective_timeout_seconds",
-      [] { return collective_timeout().count() / 1000.0; });
+  m.def("collective_timeout_seconds", [] { return collective_timeout().count() / 1000.0; });
 }

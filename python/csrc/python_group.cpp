@@ -3,7 +3,7 @@
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
-#include "kernels/c10d/group_communicator.h"
+#include "transports/c10d/group_communicator.h"
 
 namespace py = pybind11;
 
@@ -23,7 +23,8 @@ namespace {
 class PythonGroupCalls final : public GroupCalls {
  public:
   PythonGroupCalls(py::object group, py::object caller, PythonGroupTraits traits)
-      : group_(hold_python(std::move(group))), caller_(hold_python(std::move(caller))),
+      : group_(hold_python(std::move(group))),
+        caller_(hold_python(std::move(caller))),
         traits_(std::move(traits)) {}
 
   int64_t rank() const override { return traits_.rank; }
@@ -76,7 +77,7 @@ class PythonGroupCalls final : public GroupCalls {
   PythonGroupTraits traits_;
 };
 
-} // namespace
+}  // namespace
 
 std::shared_ptr<Communicator> make_python_group_communicator(py::object group, py::object caller,
                                                              PythonGroupTraits traits) {
@@ -84,4 +85,4 @@ std::shared_ptr<Communicator> make_python_group_communicator(py::object group, p
       std::make_unique<PythonGroupCalls>(std::move(group), std::move(caller), std::move(traits)));
 }
 
-} // namespace c10d_func
+}  // namespace c10d_func

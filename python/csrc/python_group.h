@@ -6,7 +6,7 @@
 // trampoline forwards, so they are not used.
 #include <torch/csrc/utils/pybind.h>
 
-#include "ops/communicator.h"
+#include "transports/communicator.h"
 
 #include <memory>
 #include <string>
@@ -30,4 +30,4 @@ std::shared_ptr<Communicator> make_python_group_communicator(pybind11::object gr
                                                              pybind11::object caller,
                                                              PythonGroupTraits traits);
 
-} // namespace c10d_func
+}  // namespace c10d_func

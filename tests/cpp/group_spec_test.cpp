@@ -63,8 +63,8 @@ TEST(GroupSpec, DescribesItselfForErrors) {
 
 TEST(GroupIndex, ChecksRange) {
   check_group_index("broadcast", "src", 1, 2);
-  EXPECT_ERROR_MENTIONS(check_group_index("broadcast", "src", 2, 2), "c10d_func.broadcast",
-                        "'src'", "[0, 2)", "got 2");
+  EXPECT_ERROR_MENTIONS(check_group_index("broadcast", "src", 2, 2), "c10d_func.broadcast", "'src'",
+                        "[0, 2)", "got 2");
   EXPECT_ERROR_MENTIONS(check_group_index("reduce", "dst", -1, 2), "'dst'");
 }
 
@@ -79,5 +79,5 @@ TEST(Permutation, RejectsNonPermutations) {
   EXPECT_ERROR_MENTIONS(check_permutation("permute", {0}, 2), "group_size (2) entries");
 }
 
-} // namespace
-} // namespace c10d_func
+}  // namespace
+}  // namespace c10d_func

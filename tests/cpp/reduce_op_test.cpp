@@ -1,5 +1,5 @@
 // reduce_op parsing and which dtypes each reduction accepts.
-#include "ops/reduce_op.h"
+#include "transports/reduce_op.h"
 #include "tests/cpp/test_support.h"
 
 namespace c10d_func {
@@ -56,12 +56,12 @@ TEST(ReduceOp, Fp8CanBeMovedButNotReduced) {
 TEST(ReduceOp, FloatsAndIntsTakeEveryArithmeticReduction) {
   for (auto dtype : {c10::kFloat, c10::kDouble, c10::kHalf, c10::kBFloat16, c10::kInt, c10::kLong,
                      c10::kShort, c10::kChar, c10::kByte}) {
-    for (auto op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kProduct, ReduceOp::kMin,
-                    ReduceOp::kMax}) {
+    for (auto op :
+         {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax}) {
       check_reduce_dtype("all_reduce", op, dtype);
     }
   }
 }
 
-} // namespace
-} // namespace c10d_func
+}  // namespace
+}  // namespace c10d_func

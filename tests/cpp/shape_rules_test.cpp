@@ -24,8 +24,7 @@ TEST(ShapeRules, GatherMultipliesDimZero) {
 }
 
 TEST(ShapeRules, GatherOfAScalarIsAVector) {
-  EXPECT_EQ(ints(gathered_shape("all_gather_into_tensor", sym({}), 3)),
-            (std::vector<int64_t>{3}));
+  EXPECT_EQ(ints(gathered_shape("all_gather_into_tensor", sym({}), 3)), (std::vector<int64_t>{3}));
 }
 
 TEST(ShapeRules, ScatterDividesDimZero) {
@@ -75,5 +74,5 @@ TEST(ShapeRules, AllToAllChecksSplitLengthsAndSums) {
                         "non-negative");
 }
 
-} // namespace
-} // namespace c10d_func
+}  // namespace
+}  // namespace c10d_func

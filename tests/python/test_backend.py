@@ -1,4 +1,4 @@
-"""c10d_func as a torch.distributed backend (ops/backend, python/c10d_func/_backend.py).
+"""c10d_func as a torch.distributed backend (backend/, python/c10d_func/_backend.py).
 
 Each pool's ranks call dist.init_process_group with the backend string under test once, at start;
 every test then runs classic torch.distributed code on that default group (and on groups made

@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import os
 
+import c10d_func
 import c10d_func as funcol
 import pytest
 import torch
@@ -190,13 +191,17 @@ def runner_input(rank: int, world_size: int) -> torch.Tensor:
     return ((torch.arange(rows * 1024) % 17 - 8).float() / 4 + rank).reshape(rows, 1024)
 
 
+@pytest.mark.parametrize("transport", ["shm", "gloo"])
 @pytest.mark.parametrize("world_size", [2, 4])
-def test_aoti_package_runs_from_cpp_with_no_python(world_size, tmp_path_factory):
+def test_aoti_package_runs_from_cpp_with_no_python(world_size, transport, tmp_path_factory):
     assert os.path.exists(RUNNER), f"{RUNNER} is not built (scripts/install.sh builds it)"
+    if transport == "gloo":
+        assert c10d_func._C.has_native_gloo(), "built without Gloo's headers (libgloo-dev)"
     path = aoti_package(world_size, str(tmp_path_factory.getbasetemp()))
     out_dir = tmp_path_factory.mktemp("runner")
     command = [RUNNER, path, str(rows_for(world_size)), "1024", str(out_dir)]
-    results = finish_ranks(launch_ranks(command, world_size, {"C10D_FUNC_TIMEOUT": "60"}), 240)
+    env = {"C10D_FUNC_TIMEOUT": "60", "C10D_FUNC_CPU_TRANSPORT": transport}
+    results = finish_ranks(launch_ranks(command, world_size, env), 240)
     assert all(code == 0 for code, _, _ in results), "\n".join(out + err for _, out, err in results)
     xs = [runner_input(r, world_size) for r in range(world_size)]
     failures = []

@@ -16,7 +16,7 @@ OPS = c10d_func._C.op_names()
 
 
 @pytest.mark.parametrize("name", OPS)
-@pytest.mark.parametrize("key", ["CPU", "CUDA", "Meta"])
+@pytest.mark.parametrize("key", ["CPU", "CUDA", "Meta", "Autograd"])
 def test_every_op_has_a_kernel_per_key(name, key):
     assert torch._C._dispatch_has_kernel_for_dispatch_key(f"c10d_func::{name}", key)
 

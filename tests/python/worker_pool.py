@@ -135,8 +135,14 @@ class WorkerPool:
         if self.broken:
             raise RuntimeError("worker pool is broken by an earlier failure")
         message = (fn.__module__, fn.__qualname__, args, kwargs)
-        for conn in self._conns:
-            conn.send(message)
+        for rank, conn in enumerate(self._conns):
+            try:
+                conn.send(message)
+            except (BrokenPipeError, ConnectionResetError):
+                # The rank died since the last call (killed, out of memory): this pool is done;
+                # the next test gets a fresh one instead of every later test failing here.
+                self.close(kill=True)
+                raise RuntimeError(f"rank {rank} is gone; pool killed") from None
         return self._collect(timeout, what=fn.__qualname__)
 
     def _collect(self, timeout: float, what: str) -> list[Any]:

@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
     }
     const std::vector<char> bytes = torch::jit::pickle_save(c10::IValue(saved));
     const std::string path = std::string(argv[4]) + "/rank" + std::to_string(rank) + ".pt";
-    std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    std::ofstream(path, std::ios::binary)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     std::cout << "rank " << rank << ": " << outputs.size() << " outputs\n";
     return 0;
   } catch (const std::exception& error) {

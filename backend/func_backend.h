@@ -1,0 +1,132 @@
+#pragma once
+// c10d_func as a torch.distributed backend: a c10d::Backend whose collectives run on the same
+// communicators as the functional ops (shm between the processes of one host, Gloo across hosts,
+// NCCL for CUDA), so `dist.init_process_group("c10d_func")`, `"cpu:c10d_func,cuda:nccl"` and
+// `dist.new_group(..., backend="c10d_func")` reach them. The Python package registers it with
+// torch.distributed.Backend.register_backend on import.
+//
+// One communicator per device, formed among the group's members through the store torch hands
+// the backend: the CPU one while the group is being created (every member is there), a CUDA one
+// on the group's first collective on that device (as ProcessGroupNCCL does). Each is also bound
+// in the registry under the group's tag, so the functional ops called with this group (or its
+// tag and ranks) run on the very same communicator.
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "ops/point_to_point.h"
+#include "transports/communicator.h"
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace c10d_func {
+
+struct FuncBackendOptions {
+  c10::intrusive_ptr<c10d::Store> store;  // private to this group (torch prefixes it)
+  int64_t rank = -1;
+  int64_t size = 0;
+  std::chrono::milliseconds timeout{};
+  std::string name;              // torch's group name
+  std::vector<int64_t> members;  // global ranks, in group-rank order
+};
+
+class FuncBackend final : public c10d::Backend {
+ public:
+  static constexpr const char* kName = "c10d_func";
+
+  explicit FuncBackend(FuncBackendOptions options);
+
+  // "ptd:<group name>": the tag the functional API gives this group (python/c10d_func/_groups.py).
+  const std::string& tag() const { return tag_; }
+  const std::vector<int64_t>& members() const { return options_.members; }
+  // This group's communicator for `device`, formed on first use by every member.
+  std::shared_ptr<Communicator> communicator(c10::Device device, std::string_view op);
+  // Takes `communicator` (split from a parent's) as this group's communicator for `device`.
+  void adopt(c10::Device device, std::shared_ptr<Communicator> communicator);
+  // The communicators formed so far, by device.
+  std::vector<std::pair<c10::Device, std::shared_ptr<Communicator>>> communicators();
+
+  const std::string getBackendName() const override { return kName; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& output_lists, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+
+ private:
+  // "all_reduce on process group 'name' (ranks [0, 1])": for errors.
+  std::string describe(std::string_view op) const;
+  c10::intrusive_ptr<c10d::Work> work(c10d::OpType type, std::string_view op,
+                                      const std::shared_ptr<Communicator>& communicator,
+                                      const Completion& done, std::vector<at::Tensor> outputs,
+                                      int source_rank = -1) const;
+  void check_root(std::string_view op, int64_t root) const;
+  void check_peer(std::string_view op, int64_t peer) const;
+
+  FuncBackendOptions options_;
+  std::string tag_;
+  // "process group 'name' (ranks [0, 1])": built once, named by every Work's errors.
+  std::shared_ptr<const std::string> group_;
+  std::mutex mutex_;
+  std::map<std::pair<int, int>, std::shared_ptr<Communicator>> communicators_;
+  PointToPoint point_to_point_;
+};
+
+// The FuncBackend behind `backend`, or nullptr when it is another kind.
+FuncBackend* as_func_backend(const c10::intrusive_ptr<c10d::Backend>& backend);
+
+// c10d_func.split_group's device step, called by every member of `parent`'s group: each device
+// communicator the parent has formed that can split (NCCL: one ncclCommSplit) is split, and the
+// caller's part becomes `child`'s (`child` is null on a member of no part; `color` is then -1).
+void split_device_communicators(FuncBackend& parent, FuncBackend* child, int64_t color,
+                                int64_t key);
+
+}  // namespace c10d_func

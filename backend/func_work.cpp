@@ -1,0 +1,148 @@
+// The Work of the c10d_func backend; see func_work.h.
+#include "backend/func_work.h"
+
+#include <ATen/core/jit_type.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+namespace c10d_func {
+
+FuncWork::FuncWork(c10d::OpType op_type, std::string_view op,
+                   std::shared_ptr<const std::string> group,
+                   std::shared_ptr<Communicator> communicator, const Completion& done,
+                   std::vector<at::Tensor> outputs, int source_rank)
+    : Work(-1, op_type),
+      op_(op),
+      group_(std::move(group)),
+      communicator_(std::move(communicator)),
+      outputs_(std::move(outputs)),
+      source_rank_(source_rank) {
+  future_ = done->then(
+      [outputs = outputs_](c10::ivalue::Future& parent) -> c10::IValue {
+        (void)parent.value();  // rethrows the collective's error into this future
+        return c10::IValue(outputs);
+      },
+      c10::ListType::ofTensors());
+  if (!communicator_) {
+    return;
+  }
+  // A failed collective leaves the members out of step whether or not anyone waits on it.
+  future_->addCallback([weak = std::weak_ptr<Communicator>(communicator_), op = op_,
+                        group = group_](c10::ivalue::Future& future) {
+    if (future.hasError()) {
+      if (auto communicator = weak.lock()) {
+        communicator->mark_failed("c10d_func backend: " + std::string(op) + " on " + *group +
+                                  " failed: " + future.tryRetrieveErrorMessage());
+      }
+    }
+  });
+}
+
+std::string FuncWork::what() const {
+  return std::string(op_) + " on " + *group_;
+}
+
+bool FuncWork::isCompleted() {
+  return future_->completed();
+}
+
+bool FuncWork::isSuccess() const {
+  return future_->completed() && !future_->hasError();
+}
+
+std::exception_ptr FuncWork::exception() const {
+  return future_->completed() && future_->hasError() ? future_->exception_ptr() : nullptr;
+}
+
+int FuncWork::sourceRank() const {
+  TORCH_CHECK(source_rank_ >= 0, "c10d_func backend: sourceRank() is defined for recv only (",
+              what(), ")");
+  return source_rank_;
+}
+
+std::vector<at::Tensor> FuncWork::result() {
+  return outputs_;
+}
+
+void FuncWork::synchronize() {
+  // The current stream waits on the collective's events (a no-op on CPU).
+  future_->wait();
+}
+
+bool FuncWork::wait(std::chrono::milliseconds timeout) {
+  if (timeout != kNoTimeout && !future_->completed()) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto nap = std::chrono::microseconds(20);
+    while (!future_->completed()) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        const std::string reason = "c10d_func backend: " + what() + " did not complete within " +
+                                   std::to_string(timeout.count()) +
+                                   " ms (a member may have skipped it or died)";
+        if (communicator_) {
+          communicator_->mark_failed(reason);
+        }
+        TORCH_CHECK(false, reason);
+      }
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(2000));
+    }
+  }
+  future_->wait();
+  if (future_->hasError()) {
+    raise_failure();
+  }
+  return true;
+}
+
+void FuncWork::raise_failure() {
+  const std::string reason = future_->tryRetrieveErrorMessage();
+  // A transport may have named the op and the group itself (shm does).
+  TORCH_CHECK(false,
+              reason.rfind("c10d_func", 0) == 0 ? "" : "c10d_func backend: " + what() + " failed: ",
+              reason);
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> FuncWork::getFuture() {
+  return future_;
+}
+
+Completion when_all(const std::vector<Completion>& completions) {
+  if (completions.empty()) {
+    return completed();
+  }
+  if (completions.size() == 1 || !completions.back()->devices().empty()) {
+    return completions.back();
+  }
+  struct Tally {
+    std::mutex mutex;
+    size_t remaining;
+    std::exception_ptr first_error;
+  };
+  auto tally = std::make_shared<Tally>();
+  tally->remaining = completions.size();
+  auto all = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
+  for (const auto& completion : completions) {
+    completion->addCallback([tally, all](c10::ivalue::Future& done) {
+      std::unique_lock<std::mutex> lock(tally->mutex);
+      if (done.hasError() && !tally->first_error) {
+        tally->first_error = done.exception_ptr();
+      }
+      if (--tally->remaining > 0) {
+        return;
+      }
+      auto error = tally->first_error;
+      lock.unlock();
+      if (error) {
+        all->setError(error);
+      } else {
+        all->markCompleted(c10::IValue());
+      }
+    });
+  }
+  return all;
+}
+
+}  // namespace c10d_func

@@ -1,0 +1,107 @@
+#pragma once
+// Communicator: what a kernel needs from a transport. One instance serves one chunk of one
+// (device, tag) group. Every call takes dense, contiguous tensors, returns at once, and hands back
+// a Completion that is marked done when the output holds its final values (or fails). A transport
+// that lacks a reduction or a dtype composes it from what it has, so kernels never branch on the
+// transport. A new transport is a new implementation of this class, not an `if` in the kernels.
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include "transports/reduce_op.h"
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace c10d_func {
+
+using Completion = c10::intrusive_ptr<c10::ivalue::Future>;
+
+// A Completion that is already done; used when there is nothing to send.
+Completion completed();
+
+// A Completion that finishes with `upstream` but holds no value: a backend's future carries the
+// output tensors as its value, and whatever keeps such a future keeps the outputs alive.
+Completion detached(const Completion& upstream);
+
+// Runs `finish` once `upstream` succeeds and completes the result after it; an upstream error
+// passes through untouched and `finish` is skipped. `written` is the tensor `finish` writes: on a
+// device Future, the result's completion event is recorded for its storage (after `finish`'s
+// work on the callback's stream), so waiting on the result orders the waiter after it.
+Completion then_run(const Completion& upstream, const at::Tensor& written,
+                    std::function<void()> finish);
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int64_t rank() const = 0;  // index of this process inside the chunk
+  virtual int64_t size() const = 0;
+  virtual std::string backend_name() const = 0;
+
+  // In place on `buffer`.
+  virtual Completion all_reduce(const at::Tensor& buffer, ReduceOp reduce_op) = 0;
+  // `output` is size() copies of `input`'s shape, stacked on dim 0.
+  virtual Completion all_gather(const at::Tensor& output, const at::Tensor& input) = 0;
+  virtual Completion reduce_scatter(const at::Tensor& output, const at::Tensor& input,
+                                    ReduceOp reduce_op) = 0;
+  // Split sizes count dim-0 rows, one entry per member.
+  virtual Completion all_to_all(const at::Tensor& output, const at::Tensor& input,
+                                std::vector<int64_t> output_split_sizes,
+                                std::vector<int64_t> input_split_sizes) = 0;
+  virtual Completion broadcast(const at::Tensor& buffer, int64_t root) = 0;
+  // In place; only `root`'s buffer is defined afterwards (others are left to the caller).
+  virtual Completion reduce(const at::Tensor& buffer, int64_t root, ReduceOp reduce_op) = 0;
+  // `output` is used on `root` only.
+  virtual Completion gather(const at::Tensor& output, const at::Tensor& input, int64_t root) = 0;
+  // `input` is read on `root` only.
+  virtual Completion scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) = 0;
+
+  // Out of place: every member's `input` reduced into `output`. The transport reads `input`
+  // before it returns or keeps a copy of its own, so kernels pass the caller's tensor. The
+  // default copies it into `output` and reduces in place.
+  virtual Completion all_reduce_into(const at::Tensor& output, const at::Tensor& input,
+                                     ReduceOp reduce_op) {
+    output.copy_(input);
+    return all_reduce(output, reduce_op);
+  }
+  // Out of place: `root`'s `input` into every member's `output`; `input` as for all_reduce_into.
+  virtual Completion broadcast_into(const at::Tensor& output, const at::Tensor& input,
+                                    int64_t root) {
+    output.copy_(input);
+    return broadcast(output, root);
+  }
+
+  // False when a call moving `bytes` reads its inputs before it returns (a chunk of one member;
+  // a small shm collective): kernels then send the caller's tensor instead of a private copy.
+  virtual bool reads_inputs_after_return(int64_t bytes) const { return true; }
+
+  // A private contiguous copy of `input` for a collective that reads it after returning. A
+  // transport may serve it from memory it reuses (fresh pages cost a fault each).
+  virtual at::Tensor snapshot(const at::Tensor& input) {
+    return input.clone(at::MemoryFormat::Contiguous);
+  }
+
+  // A communicator for this member's part of a partition of all its members, made in one
+  // collective call of every member (ncclCommSplit): `color` picks the part, `key` orders
+  // members inside it; a negative color takes part in the call but in no part (nullptr).
+  // Transports that cannot split return nullptr without communicating.
+  virtual std::shared_ptr<Communicator> split(int64_t color, int64_t key) { return nullptr; }
+
+  // A collective that failed leaves the members out of step; later calls must not reuse it.
+  void mark_failed(const std::string& reason);
+  std::optional<std::string> failure() const;
+  // failure().has_value() without a lock: the per-call check.
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+
+ private:
+  mutable std::mutex failure_mutex_;
+  std::optional<std::string> failure_;
+  std::atomic<bool> failed_{false};
+};
+
+}  // namespace c10d_func

@@ -1,0 +1,45 @@
+#pragma once
+// What a transport is given to form a communicator, and how the registry names a transport: the
+// rendezvous (a store prefixed for one group, the caller's place in it, the device) and the
+// factory that turns one into a Communicator. The registry (ops/group_registry.h) owns the
+// transports; a transport needs only these types from it.
+#include <c10/core/Device.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace c10d_func {
+
+struct Rendezvous;
+class Communicator;
+using CommunicatorFactory = std::function<std::shared_ptr<Communicator>(const Rendezvous&)>;
+
+// Where a transport meets its peers: a store already prefixed for this key, the caller's index
+// in the chunk and its size, and the device the communicator serves.
+struct Rendezvous {
+  c10::intrusive_ptr<c10d::Store> store;
+  int64_t rank = -1;
+  int64_t size = 0;
+  std::vector<int64_t> members;  // the chunk's global ranks, for messages
+  std::string group;             // "tag='x', chunk [0, 1]", for messages
+  std::chrono::milliseconds timeout{};
+  c10::Device device{c10::DeviceType::CPU};
+};
+
+// A transport of one device type, by name ("gloo", "nccl").
+struct Transport {
+  std::string name;
+  CommunicatorFactory factory;
+  // Sub-communicators of a partition that covers the world are made by one split of the world
+  // communicator (one call per rank) instead of one rendezvous per chunk.
+  bool splits_world = false;
+  // Chosen for this very tag (set_transport(name, device, tag=...)): then even a chunk of one
+  // member runs on it instead of the local shortcut, e.g. to exercise NCCL on a single GPU.
+  bool forced = false;
+};
+
+}  // namespace c10d_func

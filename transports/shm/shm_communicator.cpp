@@ -1,0 +1,593 @@
+// ShmCommunicator: every collective of the library between the processes of one host, through
+// one shared-memory segment per communicator (transports/shm/shm_segment.h).
+//
+// Segment: a header, one MemberControl per member, then two buffer sets, each with one slot per
+// member and one result slot, all of C10D_FUNC_SHM_CHUNK_BYTES (4 MiB by default). A message
+// larger than a slot streams through in chunks. Consecutive chunks (of one op or the next) use
+// the two sets in turn, so a member may write the next chunk while the others still read the
+// previous one; the barrier of chunk k+1 is what frees the set of chunk k.
+//
+// Each chunk: every member copies its part into its slot, all meet at a barrier, then each reads
+// what it needs from the others' slots. Reductions of small chunks are done whole by every
+// member (one barrier); of large chunks, member i reduces the i-th slice into the result slot,
+// and after a second barrier everyone copies the result out (a reduce-scatter then an
+// all-gather: each member reduces 1/n of the data). Reductions run ATen's vectorised kernels
+// over views of the slots, with the dtype staging every transport shares.
+//
+// Barrier: a member publishes the step it reached, then waits for every other member to reach
+// it: spinning briefly, then yielding, then sleeping on the member's futex word (so hosts with
+// more ranks than cores are not starved). A sleeping waiter wakes every 10 ms to check whether
+// the member it waits for is still alive (its pid) and whether C10D_FUNC_TIMEOUT has passed; a
+// dead or missing member fails the collective on the others, naming its rank, and the
+// communicator refuses further use. At the first barrier of every collective the members compare
+// which collective they are in (op, dtype, size, root), so members in different collectives
+// fail instead of exchanging the wrong data.
+//
+// Progress: collectives run in issue order. One that is small (<= 256 KiB) when nothing is queued
+// runs inside the call and is complete when the op returns; others are queued to the
+// communicator's progress thread and the op returns at once. Hence the ordering rule, as NCCL
+// has one: every member must issue the collectives of one communicator (tag and chunk) in the
+// same order, and a program must not make one member's small collective on one tag wait for a
+// collective that member issues later on another tag.
+#include "transports/shm/shm_communicator.h"
+
+#include <ATen/ATen.h>
+
+#include "transports/reduction_staging.h"
+#include "transports/shm/shm_formation.h"
+#include "transports/shm/shm_layout.h"
+#include "transports/shm/shm_reduce.h"
+#include "transports/shm/shm_segment.h"
+#include "transports/shm/snapshot_pool.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <unistd.h>
+
+namespace c10d_func {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using shm::MemberControl;
+using shm::SharedSegment;
+using namespace shm;  // the segment's layout and codes (shm_layout.h)
+
+class ShmCommunicator final : public Communicator {
+ public:
+  ShmCommunicator(SharedSegment segment, const Rendezvous& rendezvous)
+      : segment_(std::move(segment)),
+        rank_(rendezvous.rank),
+        size_(rendezvous.size),
+        members_(rendezvous.members),
+        group_(rendezvous.group),
+        timeout_(rendezvous.timeout) {
+    const auto* header = reinterpret_cast<const Header*>(segment_.base());
+    chunk_ = header->chunk_bytes;
+    data_ = segment_.base() + data_offset(size_);
+  }
+
+  ~ShmCommunicator() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    work_ready_.notify_all();
+    if (worker_.joinable()) {
+      if (worker_.get_id() == std::this_thread::get_id()) {
+        worker_.detach();
+      } else {
+        worker_.join();
+      }
+    }
+  }
+
+  int64_t rank() const override { return rank_; }
+  int64_t size() const override { return size_; }
+  std::string backend_name() const override { return "shm"; }
+
+  bool reads_inputs_after_return(int64_t bytes) const override {
+    return !can_run_inline(static_cast<size_t>(bytes));
+  }
+
+  at::Tensor snapshot(const at::Tensor& input) override { return snapshots_->copy_of(input); }
+
+  Completion all_reduce(const at::Tensor& buffer, ReduceOp reduce_op) override {
+    return all_reduce_into(buffer, buffer, reduce_op);
+  }
+
+  // Reads `input` and writes `output` directly: no copy of the input first.
+  Completion all_reduce_into(const at::Tensor& output, const at::Tensor& input,
+                             ReduceOp reduce_op) override {
+    if (output.numel() == 0) {
+      return completed();
+    }
+    const bool in_call = can_run_inline(nbytes(output));
+    at::Tensor source = in_call || input.is_same(output) ? input : snapshot(input);
+    const bool converts = staged_as_copy(output.scalar_type());
+    return submit("all_reduce", nbytes(output), [this, output, source, reduce_op, converts] {
+      at::AutoDispatchBelowADInplaceOrView below;
+      if (converts) {  // int16, unsigned, bool: widen into a wire copy, reduce it, copy back
+        if (!source.is_same(output)) {
+          output.copy_(source);
+        }
+        auto staged = stage_reduction(output, reduce_op, false);
+        reduce_all(staged.wire, staged.wire, staged.wire_op);
+        staged.finish(output, size_);
+        return;
+      }
+      auto staged = stage_reduction(output, reduce_op, false);
+      const at::Tensor wire_in =
+          c10::isComplexType(source.scalar_type()) ? at::view_as_real(source) : source;
+      reduce_all(staged.wire, wire_in, staged.wire_op);
+      if (staged.needs_finish()) {
+        staged.finish(output, size_);
+      }
+    });
+  }
+
+  Completion reduce(const at::Tensor& buffer, int64_t root, ReduceOp reduce_op) override {
+    return all_reduce(buffer, reduce_op);  // every member computes it; the kernel zeroes non-roots
+  }
+
+  Completion all_gather(const at::Tensor& output, const at::Tensor& input) override {
+    if (input.numel() == 0) {
+      return completed();
+    }
+    return submit("all_gather", nbytes(output), [this, output, input] {
+      const size_t total = nbytes(input);
+      begin(OpCode::kAllGather, total);
+      for (size_t off = 0; off < total; off += chunk_) {
+        const size_t len = std::min(chunk_, total - off);
+        const int set = next_set();
+        std::memcpy(slot(set, rank_), bytes_of(input) + off, len);
+        barrier("all_gather");
+        for (int64_t m = 0; m < size_; ++m) {
+          std::memcpy(bytes_of(output) + m * total + off, slot(set, m), len);
+        }
+      }
+    });
+  }
+
+  Completion reduce_scatter(const at::Tensor& output, const at::Tensor& input,
+                            ReduceOp reduce_op) override {
+    if (input.numel() == 0) {
+      return completed();
+    }
+    return submit("reduce_scatter", nbytes(input), [this, output, input, reduce_op] {
+      at::AutoDispatchBelowADInplaceOrView below;
+      auto staged = stage_reduction(output, reduce_op, false);
+      at::Tensor wire_in;
+      if (c10::isComplexType(input.scalar_type())) {
+        wire_in = at::view_as_real(input);
+      } else {
+        wire_in = input.scalar_type() == staged.wire.scalar_type()
+                      ? input
+                      : input.to(staged.wire.scalar_type());
+      }
+      const auto dtype = staged.wire.scalar_type();
+      const size_t element = c10::elementSize(dtype);
+      const size_t block = nbytes(staged.wire);  // each member's share
+      const size_t piece = std::max(element, chunk_ / size_ / element * element);
+      begin(OpCode::kReduceScatter, block * 131 + static_cast<uint64_t>(dtype));
+      for (size_t off = 0; off < block; off += piece) {
+        const size_t len = std::min(piece, block - off);
+        const int set = next_set();
+        for (int64_t m = 0; m < size_; ++m) {
+          std::memcpy(slot(set, rank_) + m * piece, bytes_of(wire_in) + m * block + off, len);
+        }
+        barrier("reduce_scatter");
+        std::vector<const char*> sources;
+        for (int64_t m = 0; m < size_; ++m) {
+          sources.push_back(slot(set, m) + rank_ * piece);
+        }
+        reduce_into(bytes_of(staged.wire) + off, sources, static_cast<int64_t>(len / element),
+                    dtype, staged.wire_op);
+      }
+      if (staged.needs_finish()) {
+        staged.finish(output, size_);
+      }
+    });
+  }
+
+  Completion all_to_all(const at::Tensor& output, const at::Tensor& input,
+                        std::vector<int64_t> output_split_sizes,
+                        std::vector<int64_t> input_split_sizes) override {
+    const size_t in_rows = input.dim() == 0 ? 1 : input.size(0);
+    const size_t row = in_rows == 0 ? 0 : nbytes(input) / in_rows;
+    const size_t out_rows = output.dim() == 0 ? 1 : output.size(0);
+    const size_t out_row = out_rows == 0 ? 0 : nbytes(output) / out_rows;
+    return submit(
+        "all_to_all", std::max(nbytes(input), nbytes(output)),
+        [this, output, input, row, out_row, output_split_sizes, input_split_sizes] {
+          const size_t piece = std::max<size_t>(kAlign, chunk_ / size_ / kAlign * kAlign);
+          std::vector<size_t> send(size_), send_at(size_), recv(size_), recv_at(size_);
+          size_t rounds = 0;
+          for (int64_t m = 0, s = 0, r = 0; m < size_; ++m) {
+            send[m] = input_split_sizes[m] * row;
+            recv[m] = output_split_sizes[m] * out_row;
+            send_at[m] = s;
+            recv_at[m] = r;
+            s += send[m];
+            r += recv[m];
+            rounds =
+                std::max({rounds, (send[m] + piece - 1) / piece, (recv[m] + piece - 1) / piece});
+          }
+          begin(OpCode::kAllToAll, 0);
+          // What a member sends itself is copied directly, not through the segment.
+          std::memcpy(bytes_of(output) + recv_at[rank_], bytes_of(input) + send_at[rank_],
+                      std::min(send[rank_], recv[rank_]));
+          // Members know only their own sends and receives: agree on the number of rounds.
+          const int parity = static_cast<int>(collectives_ & 1);
+          control(rank_).value[parity].store(static_cast<int64_t>(rounds),
+                                             std::memory_order_relaxed);
+          barrier("all_to_all");
+          for (int64_t m = 0; m < size_; ++m) {
+            rounds = std::max(
+                rounds,
+                static_cast<size_t>(control(m).value[parity].load(std::memory_order_relaxed)));
+          }
+          for (size_t round = 0; round < rounds; ++round) {
+            const size_t off = round * piece;
+            const int set = next_set();
+            for (int64_t m = 0; m < size_; ++m) {
+              if (m != rank_ && off < send[m]) {
+                std::memcpy(slot(set, rank_) + m * piece, bytes_of(input) + send_at[m] + off,
+                            std::min(piece, send[m] - off));
+              }
+            }
+            barrier("all_to_all");
+            for (int64_t m = 0; m < size_; ++m) {
+              if (m != rank_ && off < recv[m]) {
+                std::memcpy(bytes_of(output) + recv_at[m] + off, slot(set, m) + rank_ * piece,
+                            std::min(piece, recv[m] - off));
+              }
+            }
+          }
+        });
+  }
+
+  Completion broadcast(const at::Tensor& buffer, int64_t root) override {
+    return broadcast_into(buffer, buffer, root);
+  }
+
+  // Non-root members write `output` straight from the root's slot: no copy of the input first.
+  Completion broadcast_into(const at::Tensor& output, const at::Tensor& input,
+                            int64_t root) override {
+    if (output.numel() == 0) {
+      return completed();
+    }
+    const bool in_call = can_run_inline(nbytes(output));
+    at::Tensor source = rank_ != root || in_call || input.is_same(output) ? input : snapshot(input);
+    return submit("broadcast", nbytes(output), [this, output, source, root] {
+      const size_t total = nbytes(output);
+      begin(OpCode::kBroadcast, total * 131 + static_cast<uint64_t>(root));
+      for (size_t off = 0; off < total; off += chunk_) {
+        const size_t len = std::min(chunk_, total - off);
+        const int set = next_set();
+        if (rank_ == root) {
+          std::memcpy(slot(set, root), bytes_of(source) + off, len);
+          if (!source.is_same(output)) {
+            std::memcpy(bytes_of(output) + off, bytes_of(source) + off, len);
+          }
+        }
+        barrier("broadcast");
+        if (rank_ != root) {
+          std::memcpy(bytes_of(output) + off, slot(set, root), len);
+        }
+      }
+    });
+  }
+
+  Completion gather(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
+    if (input.numel() == 0) {
+      return completed();
+    }
+    return submit("gather", nbytes(input), [this, output, input, root] {
+      const size_t total = nbytes(input);
+      begin(OpCode::kGather, total * 131 + static_cast<uint64_t>(root));
+      for (size_t off = 0; off < total; off += chunk_) {
+        const size_t len = std::min(chunk_, total - off);
+        const int set = next_set();
+        std::memcpy(slot(set, rank_), bytes_of(input) + off, len);
+        barrier("gather");
+        if (rank_ == root) {
+          for (int64_t m = 0; m < size_; ++m) {
+            std::memcpy(bytes_of(output) + m * total + off, slot(set, m), len);
+          }
+        }
+      }
+    });
+  }
+
+  Completion scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
+    if (output.numel() == 0) {
+      return completed();
+    }
+    return submit("scatter", nbytes(output), [this, output, input, root] {
+      const size_t total = nbytes(output);
+      begin(OpCode::kScatter, total * 131 + static_cast<uint64_t>(root));
+      for (size_t off = 0; off < total; off += chunk_) {
+        const size_t len = std::min(chunk_, total - off);
+        const int set = next_set();
+        if (rank_ == root) {
+          for (int64_t m = 0; m < size_; ++m) {
+            std::memcpy(slot(set, m), bytes_of(input) + m * total + off, len);
+          }
+        }
+        barrier("scatter");
+        std::memcpy(bytes_of(output) + off, slot(set, rank_), len);
+      }
+    });
+  }
+
+ private:
+  struct Task {
+    std::function<void()> work;
+    c10::intrusive_ptr<c10::ivalue::Future> done;
+  };
+
+  MemberControl& control(int64_t member) const {
+    return reinterpret_cast<MemberControl*>(segment_.base() + controls_offset())[member];
+  }
+
+  char* slot(int set, int64_t member) const {
+    return data_ + (static_cast<size_t>(set) * (size_ + 1) + member) * chunk_;
+  }
+
+  char* result_slot(int set) const { return slot(set, size_); }
+
+  int next_set() { return static_cast<int>(sets_used_++ & 1); }
+
+  bool can_run_inline(size_t bytes) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return bytes <= kInlineBytes && queue_.empty() && !running_;
+  }
+
+  // In-place or out-of-place reduction of every member's `input` into `output` (same dtype, a
+  // dtype every reduction takes: staging has widened what it must).
+  void reduce_all(const at::Tensor& output, const at::Tensor& input, ReduceOp op) {
+    const auto dtype = output.scalar_type();
+    const size_t element = output.element_size();
+    const size_t total = nbytes(output);
+    begin(OpCode::kAllReduce, total * 131 + static_cast<uint64_t>(dtype));
+    const size_t step = chunk_ / element * element;
+    std::vector<const char*> sources(size_);
+    for (size_t off = 0; off < total; off += step) {
+      const size_t len = std::min(step, total - off);
+      const int set = next_set();
+      const char* in = bytes_of(input) + off;
+      char* out = bytes_of(output) + off;
+      if (len <= kWholeReduceBytes) {
+        std::memcpy(slot(set, rank_), in, len);
+        barrier("all_reduce");
+        for (int64_t m = 0; m < size_; ++m) {
+          sources[m] = slot(set, m);
+        }
+        reduce_into(out, sources, static_cast<int64_t>(len / element), dtype, op);
+        continue;
+      }
+      // Member i reduces slice i. It publishes only the slices the others reduce, reads its own
+      // from its input, writes its reduced slice to its output and to the result slot, and after
+      // the second barrier copies the others' reduced slices out: about 4.5 bytes of memory
+      // traffic per byte reduced for two members, against 5.5 when every member publishes all.
+      const size_t count = len / element;
+      const auto lo = [&](int64_t m) { return count * m / size_ * element; };
+      for (int64_t m = 0; m < size_; ++m) {
+        if (m != rank_) {
+          std::memcpy(slot(set, rank_) + lo(m), in + lo(m), lo(m + 1) - lo(m));
+        }
+      }
+      barrier("all_reduce");
+      const size_t mine = lo(rank_);
+      const size_t mine_bytes = lo(rank_ + 1) - mine;
+      for (int64_t m = 0; m < size_; ++m) {
+        sources[m] = m == rank_ ? in + mine : slot(set, m) + mine;
+      }
+      reduce_into(out + mine, sources, static_cast<int64_t>(mine_bytes / element), dtype, op);
+      std::memcpy(result_slot(set) + mine, out + mine, mine_bytes);
+      barrier("all_reduce");
+      for (int64_t m = 0; m < size_; ++m) {
+        if (m != rank_) {
+          std::memcpy(out + lo(m), result_slot(set) + lo(m), lo(m + 1) - lo(m));
+        }
+      }
+    }
+  }
+
+  // Announces the collective this member is in; checked by the others at its first barrier.
+  // Every collective has at least one barrier, so no member can be two collectives ahead of
+  // another: announcements alternate between two places by the collective's parity.
+  void begin(OpCode op, uint64_t detail) {
+    current_ = fingerprint(op, detail);
+    ++collectives_;
+    control(rank_).collective[collectives_ & 1].store(current_, std::memory_order_relaxed);
+    first_barrier_ = true;
+  }
+
+  void barrier(const char* op) {
+    const uint64_t step = ++steps_;
+    MemberControl& me = control(rank_);
+    me.arrived.store(step, std::memory_order_release);
+    me.wake.fetch_add(1, std::memory_order_seq_cst);
+    if (me.sleepers.load(std::memory_order_seq_cst) > 0) {
+      shm::futex_wake_all(me.wake);
+    }
+    for (int64_t m = 0; m < size_; ++m) {
+      if (m != rank_) {
+        wait_for(m, step, op);
+      }
+    }
+    if (first_barrier_) {
+      first_barrier_ = false;
+      check_same_collective(op);
+    }
+  }
+
+  void check_same_collective(const char* op) {
+    for (int64_t m = 0; m < size_; ++m) {
+      const uint64_t theirs =
+          control(m).collective[collectives_ & 1].load(std::memory_order_relaxed);
+      if (theirs != current_) {
+        fail(op, "the members are in different collectives: rank " + std::to_string(members_[m]) +
+                     " is in " + op_name(theirs & 0xff) + ", rank " +
+                     std::to_string(members_[rank_]) + " in " + op_name(current_ & 0xff) +
+                     " (or the same collective with another dtype, size or root)");
+      }
+    }
+  }
+
+  void wait_for(int64_t member, uint64_t step, const char* op) {
+    MemberControl& peer = control(member);
+    const auto reached = [&] { return peer.arrived.load(std::memory_order_acquire) >= step; };
+    for (int i = 0; i < kSpins; ++i) {
+      if (reached()) {
+        return;
+      }
+      cpu_relax();
+    }
+    for (int i = 0; i < kYields; ++i) {
+      if (reached()) {
+        return;
+      }
+      std::this_thread::yield();
+    }
+    const auto deadline = Clock::now() + timeout_;
+    while (true) {
+      peer.sleepers.fetch_add(1, std::memory_order_seq_cst);
+      const uint32_t seen = peer.wake.load(std::memory_order_seq_cst);
+      if (!reached()) {
+        shm::futex_wait(peer.wake, seen, kSleepSlice);
+      }
+      peer.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+      if (reached()) {
+        return;
+      }
+      if (shm::member_is_dead(peer)) {
+        fail(op, "rank " + std::to_string(members_[member]) + " (pid " + std::to_string(peer.pid) +
+                     ") exited during the collective");
+      }
+      if (Clock::now() > deadline) {
+        fail(op, "rank " + std::to_string(members_[member]) + " did not reach the collective " +
+                     "within C10D_FUNC_TIMEOUT (" + std::to_string(timeout_.count() / 1000.0) +
+                     " s); it may have skipped it, called collectives in another order, or hung");
+      }
+    }
+  }
+
+  // Worded as pending_work words a failure seen at a wait, since a small collective fails inside
+  // the call instead.
+  [[noreturn]] void fail(const char* op, const std::string& why) {
+    const std::string reason =
+        std::string("c10d_func.") + op + " failed on group (" + group_ + ", shm): " + why;
+    mark_failed(reason);
+    TORCH_CHECK(false, reason);
+  }
+
+  // Runs `work` inside the call when it is small and nothing is queued, else on the progress
+  // thread; either way in issue order.
+  Completion submit(const char* op, size_t bytes, std::function<void()> work) {
+    if (auto failed = failure()) {
+      TORCH_CHECK(false, "c10d_func.", op, ": the shm communicator failed earlier: ", *failed);
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (bytes <= kInlineBytes && queue_.empty() && !running_) {
+      running_ = true;
+      lock.unlock();
+      try {
+        work();
+      } catch (...) {
+        std::lock_guard<std::mutex> relock(mutex_);
+        running_ = false;
+        throw;
+      }
+      std::lock_guard<std::mutex> relock(mutex_);
+      running_ = false;
+      return completed();
+    }
+    auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
+    queue_.push_back(Task{std::move(work), done});
+    if (!worker_.joinable()) {
+      worker_ = std::thread([this] { progress(); });
+    }
+    lock.unlock();
+    work_ready_.notify_one();
+    return done;
+  }
+
+  void progress() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (true) {
+      work_ready_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) {
+        return;  // stopping
+      }
+      Task task = std::move(queue_.front());
+      queue_.pop_front();
+      running_ = true;
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        if (auto failed = failure()) {
+          TORCH_CHECK(false, "the shm communicator failed earlier: ", *failed);
+        }
+        task.work();
+      } catch (const c10::Error& e) {
+        error = std::make_exception_ptr(std::runtime_error(e.what_without_backtrace()));
+      } catch (...) {
+        error = std::current_exception();
+      }
+      // Drop the tensors the work holds before anyone can see it complete: releasing a tensor
+      // that Python still references takes the GIL, which a thread must not try to take once
+      // the interpreter, told the work is done, may be shutting down.
+      task.work = nullptr;
+      if (error) {
+        task.done->setError(error);
+      } else {
+        task.done->markCompleted(c10::IValue());
+      }
+      lock.lock();
+      running_ = false;
+    }
+  }
+
+  SharedSegment segment_;
+  int64_t rank_;
+  int64_t size_;
+  std::vector<int64_t> members_;  // global ranks, for messages
+  std::string group_;             // "tag='x', chunk [0, 1]", for messages
+  std::chrono::milliseconds timeout_;
+  size_t chunk_ = 0;
+  char* data_ = nullptr;
+  std::shared_ptr<SnapshotPool> snapshots_ = std::make_shared<SnapshotPool>();
+
+  // Touched only by the thread running collectives (one at a time, in issue order).
+  uint64_t steps_ = 0;
+  uint64_t sets_used_ = 0;
+  uint64_t collectives_ = 0;
+  uint64_t current_ = 0;
+  bool first_barrier_ = false;
+
+  mutable std::mutex mutex_;
+  std::condition_variable work_ready_;
+  std::deque<Task> queue_;
+  bool running_ = false;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+}  // namespace
+
+std::shared_ptr<Communicator> shm::communicator_on(SharedSegment segment,
+                                                   const Rendezvous& rendezvous) {
+  return std::make_shared<ShmCommunicator>(std::move(segment), rendezvous);
+}
+
+}  // namespace c10d_func

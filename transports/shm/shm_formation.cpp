@@ -1,0 +1,129 @@
+// Forming an shm communicator: the members meet through the store, rank 0 creates the segment
+// under a random name and the others map it; its name is unlinked once every member has mapped
+// it. Also the host identities "auto" and "shm" decide by. See shm_communicator.h.
+#include "transports/shm/shm_formation.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include "transports/rank_format.h"
+#include "transports/shm/shm_communicator.h"
+#include "transports/shm/shm_layout.h"
+
+#include <algorithm>
+#include <random>
+#include <sstream>
+
+#include <unistd.h>
+
+namespace c10d_func {
+namespace shm {
+namespace {
+
+std::string random_segment_name() {
+  std::random_device device;
+  std::ostringstream name;
+  name << "/c10d_func_" << std::hex << device() << device() << "_" << std::dec << ::getpid();
+  return name.str();
+}
+
+std::string text(const std::vector<uint8_t>& bytes) {
+  return std::string(bytes.begin(), bytes.end());
+}
+
+// Every member's host identity, in member order.
+std::vector<std::string> exchange_host_identities(const Rendezvous& rendezvous) {
+  const std::string mine = shm::host_identity();
+  rendezvous.store->set("host/" + std::to_string(rendezvous.rank),
+                        std::vector<uint8_t>(mine.begin(), mine.end()));
+  std::vector<std::string> keys;
+  for (int64_t i = 0; i < rendezvous.size; ++i) {
+    keys.push_back("host/" + std::to_string(i));
+  }
+  rendezvous.store->wait(keys, rendezvous.timeout);
+  std::vector<std::string> ids;
+  for (const auto& key : keys) {
+    ids.push_back(text(rendezvous.store->get(key)));
+  }
+  return ids;
+}
+
+Rendezvous under(const Rendezvous& rendezvous, const std::string& prefix) {
+  Rendezvous sub = rendezvous;
+  sub.store = c10::make_intrusive<c10d::PrefixStore>(prefix, rendezvous.store);
+  return sub;
+}
+
+std::shared_ptr<Communicator> form(const Rendezvous& rendezvous) {
+  const int64_t n = rendezvous.size;
+  std::string name;
+  try {
+    SharedSegment segment;
+    if (rendezvous.rank == 0) {
+      const size_t chunk = chunk_bytes_from_env();
+      name = random_segment_name();
+      segment = SharedSegment::create(name, segment_bytes(n, chunk));
+      auto* header = reinterpret_cast<Header*>(segment.base());
+      header->members = static_cast<uint64_t>(n);
+      header->chunk_bytes = chunk;
+      header->magic = kMagic;
+      rendezvous.store->set("segment", std::vector<uint8_t>(name.begin(), name.end()));
+    } else {
+      rendezvous.store->wait({"segment"}, rendezvous.timeout);
+      name = text(rendezvous.store->get("segment"));
+      segment = SharedSegment::open(name);
+      const auto* header = reinterpret_cast<const Header*>(segment.base());
+      TORCH_CHECK(header->magic == kMagic && header->members == static_cast<uint64_t>(n) &&
+                      segment.size() >= segment_bytes(n, header->chunk_bytes),
+                  "c10d_func shm: segment ", name, " does not match this group");
+    }
+    auto* controls = reinterpret_cast<MemberControl*>(segment.base() + controls_offset());
+    controls[rendezvous.rank].pid = static_cast<int32_t>(::getpid());
+    controls[rendezvous.rank].pid_ns = shm::pid_namespace();
+    // Once every member has mapped the segment its name is removed: nothing is left in /dev/shm
+    // by a crash, a kill or an exception from here on.
+    rendezvous.store->set("mapped/" + std::to_string(rendezvous.rank), std::vector<uint8_t>{1});
+    std::vector<std::string> mapped;
+    for (int64_t i = 0; i < n; ++i) {
+      mapped.push_back("mapped/" + std::to_string(i));
+    }
+    rendezvous.store->wait(mapped, rendezvous.timeout);
+    SharedSegment::unlink(name);
+    return communicator_on(std::move(segment), rendezvous);
+  } catch (...) {
+    if (!name.empty()) {
+      SharedSegment::unlink(name);
+    }
+    throw;
+  }
+}
+
+}  // namespace
+}  // namespace shm
+
+std::shared_ptr<Communicator> make_shm_communicator(const Rendezvous& rendezvous) {
+  const auto ids = shm::exchange_host_identities(rendezvous);
+  std::vector<int64_t> elsewhere;
+  for (int64_t i = 0; i < rendezvous.size; ++i) {
+    if (ids[i] != ids[rendezvous.rank]) {
+      elsewhere.push_back(rendezvous.members[i]);
+    }
+  }
+  TORCH_CHECK(elsewhere.empty(), "c10d_func: the shm transport needs every member of the group on ",
+              "one host; ranks ", format_ranks(elsewhere), " run on another host than rank ",
+              rendezvous.members[rendezvous.rank],
+              ". Use set_transport('auto', 'cpu') (shm where it can, Gloo elsewhere) or 'gloo'");
+  return shm::form(shm::under(rendezvous, "shm/"));
+}
+
+std::shared_ptr<Communicator> make_local_or(const Rendezvous& rendezvous,
+                                            const CommunicatorFactory& across_hosts) {
+  const auto ids = shm::exchange_host_identities(rendezvous);
+  const bool one_host =
+      std::all_of(ids.begin(), ids.end(), [&](const std::string& id) { return id == ids.front(); });
+  if (one_host) {
+    return shm::form(shm::under(rendezvous, "shm/"));
+  }
+  return across_hosts(shm::under(rendezvous, "across/"));
+}
+
+}  // namespace c10d_func

@@ -1,0 +1,19 @@
+#pragma once
+// The shm transport's reduction of several members' buffers into one, on raw memory (slots of
+// the segment, the caller's tensors).
+#include <c10/core/ScalarType.h>
+
+#include "transports/reduce_op.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace c10d_func::shm {
+
+// dst = reduction over `sources` (count elements of `dtype` each). ATen's kernels are vectorised.
+// `dst` may be one of the sources (an in-place reduction): that one is folded in first, before
+// anything is written to it.
+void reduce_into(void* dst, std::vector<const char*> sources, int64_t count, c10::ScalarType dtype,
+                 ReduceOp op);
+
+}  // namespace c10d_func::shm
