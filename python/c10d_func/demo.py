@@ -1,7 +1,8 @@
 """The local multi-rank demo: `python -m c10d_func.demo --nproc 4`.
 
-Launches N local CPU ranks (real processes, a real TCPStore, real Gloo; the world comes from the
-env:// variables, no init_process_group), runs every c10d_func operator, checks each result
+Launches N local CPU ranks (real processes, a real TCPStore, the library's default transport:
+shared memory on one host; the world comes from the env:// variables, no init_process_group),
+runs every c10d_func operator, checks each result
 against a value computed from every rank's known input, times it, and prints one table on rank 0:
 op, shape, dtype, correct, median µs per call (issue + wait).
 """
@@ -94,7 +95,7 @@ def cases(rank: int, n: int) -> list[Case]:
 
 
 def run_rank(iters: int) -> None:
-    import c10d_func  # noqa: F401  (registers torch.ops.c10d_func)
+    import c10d_func  # registers torch.ops.c10d_func
 
     rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     ops = torch.ops.c10d_func
@@ -117,7 +118,10 @@ def run_rank(iters: int) -> None:
         rows.append((case.op, tuple(case.shape), str(case.dtype).replace("torch.", ""),
                      median[1].item() == 0.0, median[0].item()))
     if rank == 0:
-        print(f"\nc10d_func demo: {n} CPU ranks over Gloo, world from env://, torch {torch.__version__}")
+        # What actually served the demo's groups, as the registry knows it (shm on one host).
+        served = sorted({g["backend"] for g in c10d_func.groups() if g["device"] == "cpu"})
+        print(f"\nc10d_func demo: {n} CPU ranks over {', '.join(served) or 'local copies'}, "
+              f"world from env://, torch {torch.__version__}")
         print(f"{'op':<30} {'shape':<10} {'dtype':<9} {'correct':<8} {'median µs':>10}")
         for op, shape, dtype, correct, us in rows:
             print(f"{op:<30} {str(shape):<10} {dtype:<9} {'yes' if correct else 'NO':<8} {us:>10.1f}")

@@ -7,7 +7,6 @@ different collectives fail instead of mixing data."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 
@@ -112,6 +111,31 @@ def test_members_in_different_collectives_fail_instead_of_mixing_data():
         pool.close()
     for message in messages:
         assert "the members are in different collectives" in message, message
+
+
+def body_different_reductions(rank: int, world_size: int, op: str, numel: int) -> str:
+    """Every member calls the same reduction of the same shape, but rank 0 asks for another
+    reduce op: that must fail, not return a tensor reduced half one way, half the other."""
+    ranks = list(range(world_size))
+    asked = ("sum", "max") if op == "all_reduce" else ("sum", "avg")
+    x = torch.ones(numel) * (rank + 1)
+    try:
+        if op == "all_reduce":
+            out = ops.all_reduce(x, asked[rank != 0], f"mixed-{op}-{numel}", ranks, world_size)
+        else:
+            out = ops.reduce_scatter_tensor(x, asked[rank != 0], f"mixed-{op}-{numel}", ranks, world_size)
+        ops.wait_tensor(out)
+        return "no error"
+    except RuntimeError as error:
+        return str(error)
+
+
+@pytest.mark.parametrize("numel", [16, 1 << 18], ids=["small", "1MiB"])
+@pytest.mark.parametrize("op", ["all_reduce", "reduce_scatter"])
+def test_members_asking_for_different_reductions_fail(pool2, op, numel):
+    for message in pool2.run(body_different_reductions, op, numel, timeout=120):
+        assert "the members are in different collectives" in message, message
+        assert "reduction" in message, message
 
 
 SMALL_CHUNKS = {"C10D_FUNC_SHM_CHUNK_BYTES": "131072"}  # 128 KiB slots: many chunks, sliced reductions

@@ -119,14 +119,14 @@ class ShmCommunicator final : public Communicator {
           output.copy_(source);
         }
         auto staged = stage_reduction(output, reduce_op, false);
-        reduce_all(staged.wire, staged.wire, staged.wire_op);
+        reduce_all(staged.wire, staged.wire, staged.wire_op, reduce_op);
         staged.finish(output, size_);
         return;
       }
       auto staged = stage_reduction(output, reduce_op, false);
       const at::Tensor wire_in =
           c10::isComplexType(source.scalar_type()) ? at::view_as_real(source) : source;
-      reduce_all(staged.wire, wire_in, staged.wire_op);
+      reduce_all(staged.wire, wire_in, staged.wire_op, reduce_op);
       if (staged.needs_finish()) {
         staged.finish(output, size_);
       }
@@ -176,7 +176,8 @@ class ShmCommunicator final : public Communicator {
       const size_t element = c10::elementSize(dtype);
       const size_t block = nbytes(staged.wire);  // each member's share
       const size_t piece = std::max(element, chunk_ / size_ / element * element);
-      begin(OpCode::kReduceScatter, block * 131 + static_cast<uint64_t>(dtype));
+      begin(OpCode::kReduceScatter,
+            (block * 131 + static_cast<uint64_t>(dtype)) * 31 + static_cast<uint64_t>(reduce_op));
       for (size_t off = 0; off < block; off += piece) {
         const size_t len = std::min(piece, block - off);
         const int set = next_set();
@@ -352,12 +353,15 @@ class ShmCommunicator final : public Communicator {
   }
 
   // In-place or out-of-place reduction of every member's `input` into `output` (same dtype, a
-  // dtype every reduction takes: staging has widened what it must).
-  void reduce_all(const at::Tensor& output, const at::Tensor& input, ReduceOp op) {
+  // dtype every reduction takes: staging has widened what it must). `asked` is the reduction the
+  // caller asked for (avg is staged as sum): members compare it, so a member asking for another
+  // reduction fails the collective instead of getting a silently wrong result.
+  void reduce_all(const at::Tensor& output, const at::Tensor& input, ReduceOp op, ReduceOp asked) {
     const auto dtype = output.scalar_type();
     const size_t element = output.element_size();
     const size_t total = nbytes(output);
-    begin(OpCode::kAllReduce, total * 131 + static_cast<uint64_t>(dtype));
+    begin(OpCode::kAllReduce,
+          (total * 131 + static_cast<uint64_t>(dtype)) * 31 + static_cast<uint64_t>(asked));
     const size_t step = chunk_ / element * element;
     std::vector<const char*> sources(size_);
     for (size_t off = 0; off < total; off += step) {
@@ -439,7 +443,7 @@ class ShmCommunicator final : public Communicator {
         fail(op, "the members are in different collectives: rank " + std::to_string(members_[m]) +
                      " is in " + op_name(theirs & 0xff) + ", rank " +
                      std::to_string(members_[rank_]) + " in " + op_name(current_ & 0xff) +
-                     " (or the same collective with another dtype, size or root)");
+                     " (or the same collective with another dtype, size, root or reduction)");
       }
     }
   }
