@@ -26,6 +26,12 @@ def wait_tensor(tensor: torch.Tensor) -> torch.Tensor:
     On CPU this blocks until the collective writing it is done; on CUDA it makes the current
     stream wait for it. A tensor with no pending collective is returned at once.
     """
+    if tensor is None:
+        # What `out = all_reduce_(x, ...)` gives, written as for torch's op, which returns x.
+        raise TypeError(
+            "c10d_func.wait_tensor: got None. The in-place ops (all_reduce_, broadcast_, the out= "
+            "forms) return nothing; wait the tensor they wrote: wait_tensor(x)"
+        )
     return torch.ops.c10d_func.wait_tensor(tensor)
 
 

@@ -130,9 +130,10 @@ def _from_rank_lists(group: list, tag: str) -> tuple[str, list[int], int]:
     ranks: list[int] = []
     for members in group:
         if len(members) != size:
+            # torch's phrase, so code that matches torch's message keeps working.
             raise ValueError(
-                f"c10d_func: group= lists groups of different sizes ({size} and {len(members)}); "
-                "every group of one call must have the same size"
+                f"c10d_func: group= lists groups of different sizes ({size} and {len(members)}): "
+                "group sizes must be identical in one call"
             )
         ranks.extend(operator.index(r) for r in members)
     return tag, ranks, size

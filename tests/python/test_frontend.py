@@ -608,7 +608,7 @@ def test_rank_list_groups_resolve_to_plain_data():
     "group, error",
     [
         ([], "empty list"),
-        ([[0, 1], [2]], "different sizes"),
+        ([[0, 1], [2]], "group sizes must be identical"),
         ((0, 1), "must be a list of ranks"),
         (3, "must be a list of ranks"),
         (-100, "not a member"),  # torch's NON_GROUP_MEMBER sentinel
@@ -617,6 +617,12 @@ def test_rank_list_groups_resolve_to_plain_data():
 def test_bad_groups_get_clear_errors(group, error):
     with pytest.raises((ValueError, TypeError), match=error):
         funcol.all_reduce(torch.ones(2), "sum", group)
+
+
+def test_waiting_none_says_why():
+    # out = all_reduce_(x, ...) returns nothing (torch's in-place op returns x).
+    with pytest.raises(TypeError, match=r"wait_tensor: got None.*wait_tensor\(x\)"):
+        funcol.wait_tensor(torch.ops.c10d_func.all_reduce_(torch.ones(2, device="meta"), "sum", "", [0], 1))
 
 
 def test_bad_scatter_dims_get_clear_errors():
