@@ -1,7 +1,8 @@
 #pragma once
-// The device-generic kernels of every operator (see collective_kernels.cpp); kernels/cpu and
-// kernels/cuda register them for their dispatch keys, and a new device with a transport is one
-// more registration file.
+// The C++ signature of every operator, declared once: the device-generic kernels of these names
+// (kernels/collective_kernels.cpp, message_kernels.cpp) are registered for CPU and CUDA, and the
+// Autograd kernels (autograd/autograd_kernels.h) and dispatcher handles (ops/op_handles.h) take
+// their types from these declarations.
 #include <ATen/core/Tensor.h>
 #include <c10/util/OptionalArrayRef.h>
 

@@ -85,7 +85,7 @@ def register_lowerings() -> None:
             return kwargs.get("out", inputs)
 
         add_layout_constraint(op, constrain_to_fx_strides)
-        if "out" in op.default._schema.arguments[-1].name:
+        if op.default._schema.arguments[-1].name == "out":
             # register_lowering's wrapper refuses an `out=` keyword for every op outside aten's
             # fallbacks and the `_c10d_functional` namespace (by name, in lowering.py); the
             # wrapper does nothing else these ops need, so the lowering is installed directly.

@@ -9,6 +9,7 @@ import c10d_func as funcol
 import torch
 import torch.distributed._functional_collectives as torch_funcol
 from reference import make_input, mismatch
+from test_collectives import assert_no_failures
 from torch._dynamo.testing import CompileCounterWithBackend
 
 
@@ -62,8 +63,7 @@ def body_act_in_compiled_programs(rank: int, world_size: int) -> list[str]:
 
 
 def test_async_collective_tensor_in_compiled_programs(pool):
-    failures = [p for r in pool.run(body_act_in_compiled_programs, timeout=600) for p in r]
-    assert not failures, "\n".join(failures)
+    assert_no_failures(pool.run(body_act_in_compiled_programs, timeout=600))
 
 
 def body_either_library_waits_the_other(rank: int, world_size: int) -> list[str]:
@@ -99,5 +99,4 @@ def body_either_library_waits_the_other(rank: int, world_size: int) -> list[str]
 
 
 def test_either_library_waits_the_others_work(pool):
-    failures = [p for r in pool.run(body_either_library_waits_the_other) for p in r]
-    assert not failures, "\n".join(failures)
+    assert_no_failures(pool.run(body_either_library_waits_the_other))

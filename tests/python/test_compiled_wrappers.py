@@ -23,6 +23,7 @@ import c10d_func as funcol
 import pytest
 import torch
 from reference import make_input, mismatch
+from test_collectives import assert_no_failures
 from test_export import WORLD_ENV
 from worker_pool import finish_ranks, launch_ranks
 
@@ -144,8 +145,7 @@ def body_compiled(rank: int, world_size: int, cpp_wrapper: bool) -> list[str]:
 
 @pytest.mark.parametrize("cpp_wrapper", [False, True], ids=["python-wrapper", "cpp-wrapper"])
 def test_every_collective_compiled(pool, cpp_wrapper):
-    failures = [p for r in pool.run(body_compiled, cpp_wrapper, timeout=600) for p in r]
-    assert not failures, "\n".join(failures)
+    assert_no_failures(pool.run(body_compiled, cpp_wrapper, timeout=600))
 
 
 def body_run_aoti_package(rank: int, world_size: int, path: str) -> list[str]:
@@ -174,8 +174,7 @@ def aoti_package(world_size: int, directory: str) -> str:
 
 def test_every_collective_in_an_aoti_package(pool, tmp_path_factory):
     path = aoti_package(pool.world_size, str(tmp_path_factory.getbasetemp()))
-    failures = [p for r in pool.run(body_run_aoti_package, path, timeout=300) for p in r]
-    assert not failures, "\n".join(failures)
+    assert_no_failures(pool.run(body_run_aoti_package, path, timeout=300))
 
 
 # ------------------------------------------------- the package run by C++ alone, no Python

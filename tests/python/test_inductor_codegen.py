@@ -15,6 +15,7 @@ import re
 import c10d_func as funcol
 import torch
 from reference import mismatch
+from test_collectives import assert_no_failures
 from torch._inductor.utils import run_and_get_code
 
 GROUP = [0, 1]
@@ -214,5 +215,4 @@ def body_every_case(rank: int, world_size: int) -> list[str]:
 
 
 def test_inductor_code_for_c10d_func_ops(pool2):
-    failures = [p for r in pool2.run(body_every_case, timeout=600) for p in r]
-    assert not failures, "\n".join(failures)
+    assert_no_failures(pool2.run(body_every_case, timeout=600))

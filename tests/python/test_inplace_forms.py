@@ -9,6 +9,7 @@ import c10d_func  # noqa: F401  (registers torch.ops.c10d_func)
 import pytest
 import torch
 from reference import make_input, mismatch
+from test_collectives import assert_no_failures
 
 ops = torch.ops.c10d_func
 ROWS, COLS = 64, 256
@@ -64,8 +65,7 @@ def body_eager(rank: int, world_size: int) -> list[str]:
 
 
 def test_in_place_and_out_forms_eager(pool):
-    failures = [p for r in pool.run(body_eager) for p in r]
-    assert not failures, "\n".join(failures)
+    assert_no_failures(pool.run(body_eager))
 
 
 def body_compiled(rank: int, world_size: int, cpp_wrapper: bool) -> list[str]:
@@ -79,8 +79,7 @@ def body_compiled(rank: int, world_size: int, cpp_wrapper: bool) -> list[str]:
 
 @pytest.mark.parametrize("cpp_wrapper", [False, True], ids=["python-wrapper", "cpp-wrapper"])
 def test_in_place_and_out_forms_compiled(pool, cpp_wrapper):
-    failures = [p for r in pool.run(body_compiled, cpp_wrapper, timeout=600) for p in r]
-    assert not failures, "\n".join(failures)
+    assert_no_failures(pool.run(body_compiled, cpp_wrapper, timeout=600))
 
 
 def test_out_shape_and_dtype_are_checked():

@@ -12,6 +12,7 @@ import c10d_func
 import pytest
 import torch
 from reference import make_input, mismatch
+from test_collectives import assert_no_failures
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.bool, torch.complex64]
 SHAPES = [(0,), (5, 3), (512, 1024)]  # empty, small, 2 MiB of float32
@@ -34,8 +35,7 @@ def body_ring(rank: int, world_size: int) -> list[str]:
 
 
 def test_ring_of_messages_every_dtype_and_size(pool):
-    failures = [p for r in pool.run(body_ring) for p in r]
-    assert not failures, "\n".join(failures)
+    assert_no_failures(pool.run(body_ring))
 
 
 def body_pairs_in_chunks(rank: int, world_size: int) -> list[str]:
@@ -56,8 +56,7 @@ def body_pairs_in_chunks(rank: int, world_size: int) -> list[str]:
 
 
 def test_messages_inside_each_chunk_of_a_rank_list(pool):
-    failures = [p for r in pool.run(body_pairs_in_chunks) for p in r]
-    assert not failures, "\n".join(failures)
+    assert_no_failures(pool.run(body_pairs_in_chunks))
 
 
 def body_tags_out_of_order(rank: int, world_size: int) -> list[str]:
@@ -76,8 +75,7 @@ def body_tags_out_of_order(rank: int, world_size: int) -> list[str]:
 
 
 def test_message_tags_are_independent(pool):
-    failures = [p for r in pool.run(body_tags_out_of_order) for p in r]
-    assert not failures, "\n".join(failures)
+    assert_no_failures(pool.run(body_tags_out_of_order))
 
 
 def body_batch_exchange(rank: int, world_size: int) -> list[str]:
@@ -101,8 +99,7 @@ def body_batch_exchange(rank: int, world_size: int) -> list[str]:
 
 
 def test_batch_exchange_with_every_peer(pool):
-    failures = [p for r in pool.run(body_batch_exchange) for p in r]
-    assert not failures, "\n".join(failures)
+    assert_no_failures(pool.run(body_batch_exchange))
 
 
 def body_two_members_only(rank: int, world_size: int) -> list[float]:
@@ -148,8 +145,7 @@ def body_compiled_ring(rank: int, world_size: int, cpp_wrapper: bool) -> list[st
 
 @pytest.mark.parametrize("cpp_wrapper", [False, True], ids=["python-wrapper", "cpp-wrapper"])
 def test_compiled_ring_of_messages(pool, cpp_wrapper):
-    failures = [p for r in pool.run(body_compiled_ring, cpp_wrapper, timeout=600) for p in r]
-    assert not failures, "\n".join(failures)
+    assert_no_failures(pool.run(body_compiled_ring, cpp_wrapper, timeout=600))
 
 
 # ------------------------------------------------------------------------------- bad input

@@ -75,9 +75,10 @@ def samples(rank: int, world_size: int, requires_grad: bool) -> list[tuple[str, 
             ("reduce_scatter_tensor_out", ops.reduce_scatter_tensor_out.default, (t(2 * n, 3), "sum", "", *group), {"out": t(2, 3)}),
         ]
     if n > 1 and not requires_grad:
-        # Messages are not differentiable (as torch's): backward raises "derivative for
-        # c10d_func::batch_p2p_ops is not implemented". Every rank sends to and receives from its right and left neighbours, so each rank runs
-        # as many sends as its peers run receives, whatever opcheck repeats.
+        # Messages are not differentiable, as torch's are not: backward raises torch's
+        # "derivative for c10d_func::batch_p2p_ops is not implemented" (intended). Every rank
+        # sends to and receives from its right and left neighbours, so each rank runs as many
+        # sends as its peers run receives, whatever opcheck repeats.
         right, left = (rank + 1) % n, (rank - 1) % n
         out.append((
             "batch_p2p_ops",
