@@ -37,27 +37,44 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-bytes", type=int, help="largest per-rank input (default 64 MiB)")
     p.add_argument("--iters", type=int, help="timed iterations per point (default 20)")
     p.add_argument("--warmup", type=int, help="warm-up iterations per point (default 5)")
-    p.add_argument("--block", type=int, default=5,
-                   help="iterations per timed block; implementations alternate between blocks")
-    p.add_argument("--ops", default=",".join(OPS),
-                   help=f"comma-separated subset of {','.join(OPS)}")
-    p.add_argument("--quick", action="store_true",
-                   help="smoke-test mode: 8 B .. 512 B, 3 iterations, 1 warm-up, no compiled step")
+    p.add_argument(
+        "--block",
+        type=int,
+        default=5,
+        help="iterations per timed block; implementations alternate between blocks",
+    )
+    p.add_argument(
+        "--ops", default=",".join(OPS), help=f"comma-separated subset of {','.join(OPS)}"
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke-test mode: 8 B .. 512 B, 3 iterations, 1 warm-up, no compiled step",
+    )
     step = p.add_mutually_exclusive_group()
-    step.add_argument("--step", action="store_true",
-                      help="run the compiled MLP step (also in --quick)")
+    step.add_argument(
+        "--step", action="store_true", help="run the compiled MLP step (also in --quick)"
+    )
     step.add_argument("--no-step", action="store_true", help="skip the compiled MLP step")
-    p.add_argument("--step-backends",
-                   help=f"comma-separated torch.compile backends among {','.join(STEP_BACKENDS)} "
-                   f"(default {DEFAULT_STEP_BACKENDS['full']}, {DEFAULT_STEP_BACKENDS['quick']} "
-                   "with --quick); each falls back to simpler ones when it fails")
-    p.add_argument("--transport",
-                   help="pin c10d_func's columns to this transport (cpu: gloo; cuda: nccl, gloo); "
-                   "default: the library's own choice on cpu, nccl on cuda. In a world of one rank "
-                   "the library's choice is a local copy, so pin one to measure a transport")
+    p.add_argument(
+        "--step-backends",
+        help=f"comma-separated torch.compile backends among {','.join(STEP_BACKENDS)} "
+        f"(default {DEFAULT_STEP_BACKENDS['full']}, {DEFAULT_STEP_BACKENDS['quick']} "
+        "with --quick); each falls back to simpler ones when it fails",
+    )
+    p.add_argument(
+        "--transport",
+        help="pin c10d_func's columns to this transport (cpu: gloo; cuda: nccl, gloo); "
+        "default: the library's own choice on cpu, nccl on cuda. In a world of one rank "
+        "the library's choice is a local copy, so pin one to measure a transport",
+    )
     p.add_argument("--threads", type=int, help="torch threads per rank (default: CPUs / nproc)")
-    p.add_argument("--timeout", type=float, default=600.0,
-                   help="seconds the whole run may take before every rank is killed")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        help="seconds the whole run may take before every rank is killed",
+    )
     p.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     return p.parse_args(argv)
 
@@ -142,9 +159,13 @@ def main(argv: list[str] | None = None) -> int:
         cfg["raw_path"] = str(Path(tmp) / "raw.json")
         config_path = Path(tmp) / "config.json"
         config_path.write_text(json.dumps(cfg))
-        print(f"[bench] {cfg['nproc']} ranks on {cfg['device']}, sizes "
-              f"{report.human_bytes(cfg['sizes'][0])}..{report.human_bytes(cfg['sizes'][-1])}, "
-              f"{cfg['iters']} iterations", file=sys.stderr, flush=True)
+        print(
+            f"[bench] {cfg['nproc']} ranks on {cfg['device']}, sizes "
+            f"{report.human_bytes(cfg['sizes'][0])}..{report.human_bytes(cfg['sizes'][-1])}, "
+            f"{cfg['iters']} iterations",
+            file=sys.stderr,
+            flush=True,
+        )
         try:
             run_ranks("benchmarks.worker", [str(config_path)], cfg["nproc"], cfg["timeout_s"])
         except RankFailure as e:

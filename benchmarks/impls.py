@@ -7,8 +7,9 @@ returns a callable per op; the correctness check, the timing loop and the report
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -163,7 +164,9 @@ def _torch_native(ctx: GroupCtx) -> dict[str, Collective]:
     }
 
 
-def _torch_distributed(ctx: GroupCtx, group: dist.ProcessGroup | None = None) -> dict[str, Collective]:
+def _torch_distributed(
+    ctx: GroupCtx, group: dist.ProcessGroup | None = None
+) -> dict[str, Collective]:
     # The classic API works in place or into a given output: allocating the output (or cloning the
     # input for the in-place ops) inside the call matches what the functional ops do internally.
     g, n = group or ctx.group, ctx.world

@@ -14,8 +14,9 @@ from __future__ import annotations
 import re
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.distributed._functional_collectives as funcol
@@ -32,7 +33,10 @@ BATCH, D_MODEL, D_FF = 32, 256, 1024
 # (backend, fullgraph) attempts per requested backend, best first; None backend = plain eager.
 _FALLBACKS: dict[str, list[tuple[str | None, bool]]] = {
     "inductor": [
-        ("inductor", True), ("inductor", False), ("aot_eager", True), ("aot_eager", False)
+        ("inductor", True),
+        ("inductor", False),
+        ("aot_eager", True),
+        ("aot_eager", False),
     ],
     "aot_eager": [("aot_eager", True), ("aot_eager", False)],
     "eager": [],
@@ -41,7 +45,9 @@ STEP_BACKENDS = list(_FALLBACKS)
 OVERLAP = {
     "reorder_for_compute_comm_overlap": True,
     "reorder_for_compute_comm_overlap_passes": [
-        "reorder_compute_for_overlap", "sink_waits", "raise_comms"
+        "reorder_compute_for_overlap",
+        "sink_waits",
+        "raise_comms",
     ],
 }
 
@@ -179,13 +185,19 @@ def summarize_collectives(codes: list[str]) -> dict[str, Any]:
                 continue
             in_place += 1
             wait = next(
-                (j for j in range(i + 1, len(lines))
-                 if re.search(rf"wait_tensor\.default\({issued.group(1)}\b", lines[j])),
+                (
+                    j
+                    for j in range(i + 1, len(lines))
+                    if re.search(rf"wait_tensor\.default\({issued.group(1)}\b", lines[j])
+                ),
                 len(lines),
             )
             overlapped.append(sum(1 for x in lines[i + 1 : wait] if _COMPUTE.search(x)))
-    return {"all_reduce_in_place": in_place, "all_reduce_out_of_place": out_of_place,
-            "kernels_between_issue_and_wait": overlapped}
+    return {
+        "all_reduce_in_place": in_place,
+        "all_reduce_out_of_place": out_of_place,
+        "kernels_between_issue_and_wait": overlapped,
+    }
 
 
 def _error_text(e: BaseException) -> str:
@@ -199,11 +211,14 @@ def _compile_with_fallback(
     """Compiles and runs the first step; every rank must take the same attempt (`agree`)."""
     notes: list[str] = []
     for compile_backend, fullgraph in [*_FALLBACKS[backend], (None, False)]:
-        label = "eager" if compile_backend is None else (
-            f"{compile_backend} ({'full graph' if fullgraph else 'with graph breaks'})"
+        label = (
+            "eager"
+            if compile_backend is None
+            else (f"{compile_backend} ({'full graph' if fullgraph else 'with graph breaks'})")
         )
         fn: Callable[[torch.Tensor], torch.Tensor] = (
-            model if compile_backend is None
+            model
+            if compile_backend is None
             else torch.compile(model, backend=compile_backend, fullgraph=fullgraph)
         )
         start = time.perf_counter()
@@ -261,9 +276,13 @@ def run_step_benchmark(
             info["check"] = _check(model, x, loss, problem, ctx)
             thunks[lib] = lambda fn=fn, model=model, x=x: _run_step(fn, model, x)
         libs[lib] = info
-    times = measure_interleaved(
-        thunks, iters=iters, warmup=warmup, block=block, barrier=barrier, sync=sync
-    ) if thunks else {}
+    times = (
+        measure_interleaved(
+            thunks, iters=iters, warmup=warmup, block=block, barrier=barrier, sync=sync
+        )
+        if thunks
+        else {}
+    )
     for lib, ts in times.items():
         libs[lib]["times_s"] = ts
     shape = {"batch": BATCH, "d_model": D_MODEL, "d_ff": D_FF // ctx.world * ctx.world}

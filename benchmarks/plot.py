@@ -26,9 +26,7 @@ def _pyplot() -> Any:
     try:
         import matplotlib
     except ImportError as e:
-        raise RuntimeError(
-            "the benchmark plot needs matplotlib: pip install matplotlib"
-        ) from e
+        raise RuntimeError("the benchmark plot needs matplotlib: pip install matplotlib") from e
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
 
@@ -66,8 +64,13 @@ def write(results: dict[str, Any], out_dir: Path) -> Path:
                 any_bw = any_bw or any(v > 0 for v in bw)
         # Say why a line is missing rather than leave the reader guessing (an absent frontend is
         # said once, in the figure title).
-        untimed = sorted({f"{r['impl']} ({r['status']})" for r in rows
-                          if r["median_us"] is None and r["status"] != UNAVAILABLE})
+        untimed = sorted(
+            {
+                f"{r['impl']} ({r['status']})"
+                for r in rows
+                if r["median_us"] is None and r["status"] != UNAVAILABLE
+            }
+        )
         lat_title = f"{op}: latency" + (f"\nnot timed: {', '.join(untimed)}" if untimed else "")
         lat_ax.set_title(lat_title, color="tab:red" if untimed else "black")
         lat_ax.set_xscale("log", base=2)

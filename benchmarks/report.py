@@ -7,7 +7,15 @@ from pathlib import Path
 from typing import Any
 
 from .correctness import OK, UNAVAILABLE
-from .impls import C10D_FUNC, C10D_FUNC_GLOO, DIST_ON_C10D_FUNC, FRONTEND, OPS, TORCH_DIST, TORCH_NATIVE
+from .impls import (
+    C10D_FUNC,
+    C10D_FUNC_GLOO,
+    DIST_ON_C10D_FUNC,
+    FRONTEND,
+    OPS,
+    TORCH_DIST,
+    TORCH_NATIVE,
+)
 from .mlp_step import STEP_LIBRARIES
 
 _LATENCY_COLUMNS = [
@@ -44,14 +52,22 @@ def _op_table(op: str, results: dict[str, Any]) -> list[str]:
     rows = [r for r in results["collectives"] if r["op"] == op]
     by_key = {(r["size"], r["impl"]): r for r in rows}
     ratios = {r["size"]: r["c10d_func_over_native"] for r in results["ratios"] if r["op"] == op}
-    dist_ratios = {r["size"]: r.get("dist_c10d_func_over_dist")
-                   for r in results["ratios"] if r["op"] == op}
-    failing = [c for c in results["correctness"]
-               if c["op"] == op and c["status"] not in (OK, UNAVAILABLE)]
+    dist_ratios = {
+        r["size"]: r.get("dist_c10d_func_over_dist") for r in results["ratios"] if r["op"] == op
+    }
+    failing = [
+        c for c in results["correctness"] if c["op"] == op and c["status"] not in (OK, UNAVAILABLE)
+    ]
     ok_cell = "yes" if not failing else "✗ " + ", ".join(c["impl"] for c in failing)
-    head = ["size", *(h for _, h in _LATENCY_COLUMNS), "ratio c10d_func/native",
-            "ratio dist c10d_func/default",
-            "busbw c10d_func GB/s", "busbw native GB/s", "ok"]
+    head = [
+        "size",
+        *(h for _, h in _LATENCY_COLUMNS),
+        "ratio c10d_func/native",
+        "ratio dist c10d_func/default",
+        "busbw c10d_func GB/s",
+        "busbw native GB/s",
+        "ok",
+    ]
     lines = [f"### {op}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for size in dict.fromkeys(r["size"] for r in rows):
         first = by_key[(size, C10D_FUNC)]
@@ -72,8 +88,12 @@ def _op_table(op: str, results: dict[str, Any]) -> list[str]:
 
 
 def _correctness_section(results: dict[str, Any]) -> list[str]:
-    lines = ["## Correctness (once per op and implementation, before timing)", "",
-             "| op | implementation | result | detail |", "|---|---|---|---|"]
+    lines = [
+        "## Correctness (once per op and implementation, before timing)",
+        "",
+        "| op | implementation | result | detail |",
+        "|---|---|---|---|",
+    ]
     for c in results["correctness"]:
         lines.append(f"| {c['op']} | {c['impl']} | {c['status']} | {c['detail'] or ''} |")
     return lines + [""]
@@ -85,11 +105,16 @@ def _step_section(results: dict[str, Any]) -> list[str]:
         return lines + ["Not run (pass `--step`, or run without `--quick`).", ""]
     shape = next((r["shape"] for r in results["step"] if "shape" in r), None)
     if shape:
-        lines += [f"batch {shape['batch']}, d_model {shape['d_model']}, d_ff {shape['d_ff']} "
-                  "split across ranks; Megatron f/g autograd.Functions over each library's "
-                  "all_reduce; step time = max over ranks, median over iterations.", ""]
-    lines += ["| backend asked | library | ran as | first step s | median step ms | ok | note |",
-              "|---|---|---|---|---|---|---|"]
+        lines += [
+            f"batch {shape['batch']}, d_model {shape['d_model']}, d_ff {shape['d_ff']} "
+            "split across ranks; Megatron f/g autograd.Functions over each library's "
+            "all_reduce; step time = max over ranks, median over iterations.",
+            "",
+        ]
+    lines += [
+        "| backend asked | library | ran as | first step s | median step ms | ok | note |",
+        "|---|---|---|---|---|---|---|",
+    ]
     summary = []
     for row in results["step"]:
         asked = row["backend_requested"]
@@ -106,16 +131,23 @@ def _step_section(results: dict[str, Any]) -> list[str]:
                 f"{code['all_reduce_out_of_place']} out of place, kernels between issue and "
                 f"wait {code['kernels_between_issue_and_wait']}"
             )
-            note = "; ".join(filter(None, [info.get("check"), *info.get("fallbacks", []),
-                                           info.get("error"), generated]))
+            note = "; ".join(
+                filter(
+                    None,
+                    [info.get("check"), *info.get("fallbacks", []), info.get("error"), generated],
+                )
+            )
             lines.append(
                 f"| {asked} | {lib} | {info.get('mode') or 'failed'} | "
                 f"{_num(info.get('first_step_s'), '.2f')} | {_num(info.get('median_ms'), '.3f')} | "
                 f"{'yes' if info['ok'] else 'no'} | {note} |"
             )
         ratio = _num(row.get("ratio_c10d_func_over_funcol"), ".3f")
-        caveat = ("" if row.get("like_for_like")
-                  else " (NOT like for like: the libraries ran in different modes)")
+        caveat = (
+            ""
+            if row.get("like_for_like")
+            else " (NOT like for like: the libraries ran in different modes)"
+        )
         summary.append(f"- {asked}: median step time c10d_func / torch funcol = {ratio}{caveat}")
     return lines + [""] + summary + [""]
 

@@ -36,10 +36,21 @@ def run_smoke(out_dir: str | Path, strict: bool = True) -> dict[str, Any]:
     out = Path(out_dir).resolve()
     # The runner's own timeout is shorter: a hung rank is then killed and reported by the runner
     # (whose ranks run in sessions of their own, out of reach of subprocess.run's kill).
-    cmd = [sys.executable, "-m", "benchmarks.collectives", "--quick", "--nproc", "2",
-           "--timeout", str(TIMEOUT_S - 20), "--out", str(out)]
-    proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=TIMEOUT_S,
-                          check=False)
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.collectives",
+        "--quick",
+        "--nproc",
+        "2",
+        "--timeout",
+        str(TIMEOUT_S - 20),
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.run(
+        cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+    )
     assert proc.returncode == 0, (
         f"benchmark run failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     )

@@ -9,7 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 from .correctness import OK
-from .impls import C10D_FUNC, DIST_ON_C10D_FUNC, ELEMENT_BYTES, IMPL_NAMES, OPS, TORCH_DIST, TORCH_NATIVE
+from .impls import (
+    C10D_FUNC,
+    DIST_ON_C10D_FUNC,
+    ELEMENT_BYTES,
+    IMPL_NAMES,
+    OPS,
+    TORCH_DIST,
+    TORCH_NATIVE,
+)
 from .mlp_step import STEP_LIBRARIES, TORCH_FUNCOL
 from .timing import max_over_ranks, median
 

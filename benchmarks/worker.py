@@ -12,8 +12,9 @@ import json
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -80,7 +81,11 @@ def _sweep(
     status: dict[str, dict[str, dict[str, Any]]],
     barrier: Callable[[], None],
 ) -> list[dict[str, Any]]:
-    fns = {impl: BUILDERS[impl](ctx) for impl in IMPL_NAMES if missing_reason(impl, device.type) is None}
+    fns = {
+        impl: BUILDERS[impl](ctx)
+        for impl in IMPL_NAMES
+        if missing_reason(impl, device.type) is None
+    }
     sync = device_sync(device)
     rows = []
     for op in cfg["ops"]:

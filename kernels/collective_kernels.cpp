@@ -28,8 +28,14 @@ std::vector<int64_t> concrete(const SymShape& shape) {
   return sizes;
 }
 
-at::Tensor new_output(const SymShape& shape, const at::Tensor& like) {
-  return at::empty(concrete(shape), like.options().memory_format(at::MemoryFormat::Contiguous));
+// Outputs come from the communicator: the shm transport places large ones in symmetric memory,
+// where the members write them in place.
+at::Tensor new_output(const CollectiveCall& call, const SymShape& shape, const at::Tensor& like) {
+  return call.communicator().new_output(concrete(shape), like.options());
+}
+
+at::Tensor output_like(const CollectiveCall& call, const at::Tensor& like) {
+  return call.communicator().new_output(like.sizes(), like.options());
 }
 
 ReduceOp checked_reduce_op(std::string_view op, std::string_view name, const at::Tensor& self) {
@@ -63,7 +69,8 @@ Completion into(const at::Tensor& target, const at::Tensor& buffer, const Comple
 
 at::Tensor all_gather_one(const CollectiveCall& call, std::string_view op, const at::Tensor& self) {
   at::Tensor input = call.sendable(self);
-  at::Tensor output = new_output(gathered_shape(op, self.sym_sizes(), call.group_size()), self);
+  at::Tensor output =
+      new_output(call, gathered_shape(op, self.sym_sizes(), call.group_size()), self);
   call.record(output, call.communicator().all_gather(output, input));
   return output;
 }
@@ -71,7 +78,8 @@ at::Tensor all_gather_one(const CollectiveCall& call, std::string_view op, const
 at::Tensor reduce_scatter_one(const CollectiveCall& call, std::string_view op,
                               const at::Tensor& self, ReduceOp reduce_op) {
   at::Tensor input = call.sendable(self);
-  at::Tensor output = new_output(scattered_shape(op, self.sym_sizes(), call.group_size()), self);
+  at::Tensor output =
+      new_output(call, scattered_shape(op, self.sym_sizes(), call.group_size()), self);
   call.record(output, call.communicator().reduce_scatter(output, input, reduce_op));
   return output;
 }
@@ -87,7 +95,7 @@ at::Tensor all_reduce(const at::Tensor& self, c10::string_view reduce_op, c10::s
   constexpr std::string_view kOp = "all_reduce";
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
   CollectiveCall call(kOp, self, tag, ranks, group_size);
-  at::Tensor output = at::empty_like(self, at::MemoryFormat::Contiguous);
+  at::Tensor output = output_like(call, self);
   call.record(output, call.communicator().all_reduce_into(output, self.contiguous(), op));
   return output;
 }
@@ -112,7 +120,7 @@ std::vector<at::Tensor> all_reduce_coalesced(at::TensorList self, c10::string_vi
   }
   CollectiveCall call(kOp, self, tag, ranks, group_size);
   for (const auto& tensor : self) {
-    at::Tensor output = at::empty_like(tensor, at::MemoryFormat::Contiguous);
+    at::Tensor output = output_like(call, tensor);
     call.record(output, call.communicator().all_reduce_into(output, tensor.contiguous(), op));
     outputs.push_back(std::move(output));
   }
@@ -222,7 +230,7 @@ at::Tensor all_to_all_single(const at::Tensor& self, at::OptionalSymIntArrayRef 
       all_to_all_shape(kOp, self.sym_sizes(), output_split_sizes, input_split_sizes, group_size);
   CollectiveCall call(kOp, self, tag, ranks, group_size, /*same_rows=*/false);
   at::Tensor input = call.sendable(self);
-  at::Tensor output = new_output(shape, self);
+  at::Tensor output = new_output(call, shape, self);
   auto out_splits = output_split_sizes ? concrete(output_split_sizes->vec())
                                        : even_splits(output.size(0), group_size);
   auto in_splits = input_split_sizes ? concrete(input_split_sizes->vec())
@@ -238,7 +246,7 @@ at::Tensor broadcast(const at::Tensor& self, int64_t src, c10::string_view tag,
   check_group_shape(kOp, ranks, group_size);
   check_group_index(kOp, "src", src, group_size);
   CollectiveCall call(kOp, self, tag, ranks, group_size);
-  at::Tensor output = at::empty_like(self, at::MemoryFormat::Contiguous);
+  at::Tensor output = output_like(call, self);
   call.record(output, call.communicator().broadcast_into(output, self.contiguous(), src));
   return output;
 }
@@ -260,7 +268,8 @@ at::Tensor reduce(const at::Tensor& self, c10::string_view reduce_op, int64_t ds
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
   check_group_index(kOp, "dst", dst, group_size);
   CollectiveCall call(kOp, self, tag, ranks, group_size);
-  at::Tensor output = self.clone(at::MemoryFormat::Contiguous);
+  at::Tensor output = output_like(call, self);
+  output.copy_(self);
   Completion done = call.communicator().reduce(output, dst, op);
   if (call.index() != dst) {
     // The transport may leave partial results on non-root members; the contract says zeros.
@@ -279,7 +288,8 @@ at::Tensor gather(const at::Tensor& self, int64_t dst, c10::string_view tag, at:
   const auto shape = concrete(gathered_shape(kOp, self.sym_sizes(), group_size));
   const auto options = self.options().memory_format(at::MemoryFormat::Contiguous);
   // Only dst receives; everyone else's output is defined as zeros.
-  at::Tensor output = call.index() == dst ? at::empty(shape, options) : at::zeros(shape, options);
+  at::Tensor output = call.index() == dst ? call.communicator().new_output(shape, options)
+                                          : at::zeros(shape, options);
   call.record(output, call.communicator().gather(output, call.sendable(self), dst));
   return output;
 }
@@ -291,7 +301,7 @@ at::Tensor scatter(const at::Tensor& self, int64_t src, c10::string_view tag, at
   check_group_index(kOp, "src", src, group_size);
   const auto shape = scattered_shape(kOp, self.sym_sizes(), group_size);
   CollectiveCall call(kOp, self, tag, ranks, group_size);
-  at::Tensor output = new_output(shape, self);
+  at::Tensor output = new_output(call, shape, self);
   call.record(output, call.communicator().scatter(output, call.sendable(self), src));
   return output;
 }
@@ -303,7 +313,7 @@ at::Tensor permute(const at::Tensor& self, at::IntArrayRef src_dst, c10::string_
   const auto sender_of = check_permutation(kOp, src_dst, group_size);
   CollectiveCall call(kOp, self, tag, ranks, group_size);
   at::Tensor input = call.sendable(self);
-  at::Tensor output = at::empty_like(input, at::MemoryFormat::Contiguous);
+  at::Tensor output = output_like(call, input);
   const int64_t me = call.index();
   // A permutation is an all-to-all where each member sends everything to one peer.
   const int64_t rows = input.dim() == 0 ? 1 : input.size(0);

@@ -221,6 +221,7 @@ std::vector<GroupInfo> GroupRegistry::groups() {
     info.backend = slot->communicator->backend_name();
     info.origin = slot->origin;
     info.failure = slot->communicator->failure();
+    info.memory = slot->communicator->memory_stats();
     infos.push_back(std::move(info));
   }
   return infos;

@@ -42,6 +42,7 @@ struct GroupInfo {
   std::string backend;
   std::string origin;  // "created", "split" or "registered"
   std::optional<std::string> failure;
+  std::vector<std::pair<std::string, int64_t>> memory;  // the transport's memory counters
 };
 
 // Forms a communicator of `transport` among the members of `rendezvous` (its store already

@@ -6,6 +6,7 @@
 // transport. A new transport is a new implementation of this class, not an `if` in the kernels.
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
+#include <ATen/ops/empty.h>
 
 #include "transports/reduce_op.h"
 
@@ -85,6 +86,19 @@ class Communicator {
   virtual at::Tensor snapshot(const at::Tensor& input) {
     return input.clone(at::MemoryFormat::Contiguous);
   }
+
+  // A fresh contiguous output for a collective of this communicator. The shm transport places
+  // large ones in symmetric memory, where the members write them in place.
+  virtual at::Tensor new_output(at::IntArrayRef sizes, const at::TensorOptions& options) {
+    return at::empty(sizes, options);
+  }
+  // c10d_func.empty(..., group=): a tensor in symmetric memory where the transport has it (read
+  // in place as a collective's input), ordinary memory elsewhere.
+  virtual at::Tensor new_symmetric(at::IntArrayRef sizes, const at::TensorOptions& options) {
+    return at::empty(sizes, options);
+  }
+  // Counters of the transport's memory (c10d_func.groups()'s "memory"); empty when it has none.
+  virtual std::vector<std::pair<std::string, int64_t>> memory_stats() const { return {}; }
 
   // A communicator for this member's part of a partition of all its members, made in one
   // collective call of every member (ncclCommSplit): `color` picks the part, `key` orders

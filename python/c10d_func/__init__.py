@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import torch  # noqa: F401  (loads libtorch before the native library that links it)
 
-from . import _C, _backend, _compile, _registry  # noqa: F401  (loading _C registers torch.ops.c10d_func)
+from . import _C, _backend, _compile, _registry, functional, messages  # noqa: F401  (loading _C registers torch.ops.c10d_func)
 from ._backend import split_group
 from ._registry import groups, init, register_group, set_transport, shutdown, world
-from . import functional, messages
-from .functional import *  # noqa: F403  (the drop-in API; its names are in functional.__all__)
+from .functional import *
 from .messages import batch_p2p_ops, irecv, isend
+from .symmetric import empty
 
 _registry.install()
 _backend.install()
@@ -32,6 +32,7 @@ _compile.install()
 __all__ = [
     *functional.__all__,
     *messages.__all__,
+    "empty",
     "groups",
     "init",
     "register_group",

@@ -53,7 +53,9 @@ def install() -> None:
 
 def _check_split(split_ranks: Any, parent_size: int) -> list[list[int]]:
     if not split_ranks:
-        raise ValueError("c10d_func.split_group: argument 'split_ranks' must be a non-empty list of rank lists")
+        raise ValueError(
+            "c10d_func.split_group: argument 'split_ranks' must be a non-empty list of rank lists"
+        )
     seen: set[int] = set()
     checked = []
     for part in split_ranks:
@@ -76,7 +78,9 @@ def _check_split(split_ranks: Any, parent_size: int) -> list[list[int]]:
     return checked
 
 
-def _register_in_world(pg: dist.ProcessGroup, name: str, store: Any, global_ranks: list[int]) -> None:
+def _register_in_world(
+    pg: dist.ProcessGroup, name: str, store: Any, global_ranks: list[int]
+) -> None:
     """Makes `pg` a group torch.distributed knows, as new_group would: ranks, name and tag."""
     from torch.distributed import distributed_c10d as c10d
 
@@ -84,8 +88,14 @@ def _register_in_world(pg: dist.ProcessGroup, name: str, store: Any, global_rank
     mapping = {g: i for i, g in enumerate(global_ranks)}
     register = getattr(c10d, "_register_pg_in_world", None)
     if register is not None:
-        register(pg, backend_name=BACKEND_NAME, store=store, group_name=name,
-                 backend_config=config, rank_mapping=mapping)
+        register(
+            pg,
+            backend_name=BACKEND_NAME,
+            store=store,
+            group_name=name,
+            backend_config=config,
+            rank_mapping=mapping,
+        )
         return
     world = c10d._world
     world.pg_map[pg] = (BACKEND_NAME, store)
@@ -119,7 +129,9 @@ def split_group(
     if parent is None:
         parent = c10d._get_default_group()
     if parent == dist.GroupMember.NON_GROUP_MEMBER or parent not in c10d._world.pg_group_ranks:
-        raise ValueError(f"c10d_func.split_group: argument 'parent' is not a group of this process ({parent!r})")
+        raise ValueError(
+            f"c10d_func.split_group: argument 'parent' is not a group of this process ({parent!r})"
+        )
     parent_ranks = dist.get_process_group_ranks(parent)
     parts = _check_split(split_ranks, len(parent_ranks))
     if timeout is None:

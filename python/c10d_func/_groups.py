@@ -48,6 +48,7 @@ RANK_TYPES = Union[
     str,
 ]
 
+
 def group_name(pg: dist.ProcessGroup) -> str:
     """The name torch registered `pg` under. A group written in Python may never have been told
     its name (torch hands the object itself back as the group), but torch's world records it."""

@@ -44,7 +44,10 @@ def _keep_waits_apart_from_their_collectives() -> None:
     reorder = getattr(post_grad, "reorder_for_locality", None)
     if reorder is None or getattr(reorder, "_c10d_func", False):
         return
-    ours, theirs = torch.ops.c10d_func.wait_tensor.default, torch.ops._c10d_functional.wait_tensor.default
+    ours, theirs = (
+        torch.ops.c10d_func.wait_tensor.default,
+        torch.ops._c10d_functional.wait_tensor.default,
+    )
 
     def reorder_keeping_waits(graph: torch.fx.Graph) -> Any:
         waits = list(graph.find_nodes(op="call_function", target=ours))

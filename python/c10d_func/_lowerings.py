@@ -11,6 +11,7 @@ import torch
 
 from . import _C
 
+
 # How each op is lowered, from the native module's one list of operators (ops/op_list.h):
 # out_of_place (the op allocates its output: shapes depend on the group), in_place (it writes a
 # buffer inductor owns: reached from re-inplacing and from mutations in user code), reinplaced
@@ -104,7 +105,9 @@ def register_lowerings() -> None:
                     buffer.realize()
                     V.graph.no_fuse_buffer_names.add(buffer.get_name())
             buffers = contiguous(buffers)
-            ir._CollectiveKernel.create_inplace(in_place.default, buffers if many else buffers[0], *args)
+            ir._CollectiveKernel.create_inplace(
+                in_place.default, buffers if many else buffers[0], *args
+            )
             return buffers if many else buffers[0]
 
         add_layout_constraint(op, constrain_to_fx_strides)

@@ -23,6 +23,7 @@ _NAMES = {
     "alltoall_base": ("all_to_all_single", "alltoall_base"),
 }
 
+
 def is_python_group(pg: dist.ProcessGroup) -> bool:
     return type(pg) is not dist.ProcessGroup
 

@@ -18,7 +18,6 @@ import torch.distributed as dist
 
 from . import _C, _python_groups
 
-
 # Default groups whose world c10d_func must not rendezvous in: its ranks are threads of one
 # process, or it is fake (no peers exist).
 _DELEGATING_BACKENDS = frozenset({"threaded", "fake"})
@@ -87,7 +86,7 @@ def _bind_on_first_use(
     collectives do. Binds it for `tag` and says whether it did."""
     pg = None
     if tag.startswith("ptd:"):
-        pg = _process_group_named(tag[len("ptd:"):])
+        pg = _process_group_named(tag[len("ptd:") :])
     if pg is None and delegated:
         pg = _torch_group_of_chunk(tag, ranks, group_size)
     if not isinstance(pg, dist.ProcessGroup):
@@ -151,7 +150,11 @@ def _settle_at_exit() -> None:
     that still need its part. One warning says how many there were."""
     unwaited, abandoned = _C.settle_at_exit()
     if unwaited:
-        detail = f"; {abandoned} did not finish within C10D_FUNC_TIMEOUT and were abandoned" if abandoned else ", all finished"
+        detail = (
+            f"; {abandoned} did not finish within C10D_FUNC_TIMEOUT and were abandoned"
+            if abandoned
+            else ", all finished"
+        )
         warnings.warn(
             f"c10d_func: {unwaited} collective(s) left unwaited at exit (call wait_tensor on every "
             f"output){detail}",
@@ -217,15 +220,26 @@ def register_group(pg: dist.ProcessGroup, tag: str = "") -> None:
     if not isinstance(pg, dist.ProcessGroup):
         if pg == dist.GroupMember.NON_GROUP_MEMBER:
             return
-        raise TypeError(f"c10d_func.register_group: argument 'pg' must be a ProcessGroup, got {pg!r}")
+        raise TypeError(
+            f"c10d_func.register_group: argument 'pg' must be a ProcessGroup, got {pg!r}"
+        )
     ranks = dist.get_process_group_ranks(pg)
     if _python_groups.is_python_group(pg):
         # Its methods are the way in: they serve whatever device its tensors are on.
         has_reduce, has_reduce_scatter = _python_groups.traits(pg)
         name = f"{type(pg).__name__} (Python)"
         for device in ("cpu", "cuda"):
-            _C.register_python_group(pg, _python_groups.call_group_method, device, tag, ranks,
-                                     pg.rank(), name, has_reduce, has_reduce_scatter)
+            _C.register_python_group(
+                pg,
+                _python_groups.call_group_method,
+                device,
+                tag,
+                ranks,
+                pg.rank(),
+                name,
+                has_reduce,
+                has_reduce_scatter,
+            )
         return
     devices = _backend_devices(pg)
     if not devices:

@@ -42,54 +42,109 @@ def cases(rank: int, n: int) -> list[Case]:
     ranks = list(range(n))
     # References are computed in float64 from every rank's input and cast once at the end, so
     # they do not depend on an accumulation order.
-    inputs = lambda shape, dtype: [known_input(r, shape, dtype).double() for r in ranks]  # noqa: E731
+    inputs = lambda shape, dtype: [known_input(r, shape, dtype).double() for r in ranks]
     out: list[Case] = []
     for dtype in (torch.float32, torch.bfloat16, torch.int64):
         shape = (n * 4, 8)
         out += [
-            Case("all_reduce sum", shape, dtype,
-                 lambda x: ops.all_reduce(x, "sum", "", ranks, n),
-                 lambda s=shape, d=dtype: sum(inputs(s, d))),
-            Case("all_reduce max", shape, dtype,
-                 lambda x: ops.all_reduce(x, "max", "", ranks, n),
-                 lambda s=shape, d=dtype: torch.stack(inputs(s, d)).amax(0)),
-            Case("all_gather_into_tensor", shape, dtype,
-                 lambda x: ops.all_gather_into_tensor(x, "", ranks, n),
-                 lambda s=shape, d=dtype: torch.cat(inputs(s, d))),
-            Case("reduce_scatter_tensor sum", shape, dtype,
-                 lambda x: ops.reduce_scatter_tensor(x, "sum", "", ranks, n),
-                 lambda s=shape, d=dtype: sum(inputs(s, d)).chunk(n)[rank]),
+            Case(
+                "all_reduce sum",
+                shape,
+                dtype,
+                lambda x: ops.all_reduce(x, "sum", "", ranks, n),
+                lambda s=shape, d=dtype: sum(inputs(s, d)),
+            ),
+            Case(
+                "all_reduce max",
+                shape,
+                dtype,
+                lambda x: ops.all_reduce(x, "max", "", ranks, n),
+                lambda s=shape, d=dtype: torch.stack(inputs(s, d)).amax(0),
+            ),
+            Case(
+                "all_gather_into_tensor",
+                shape,
+                dtype,
+                lambda x: ops.all_gather_into_tensor(x, "", ranks, n),
+                lambda s=shape, d=dtype: torch.cat(inputs(s, d)),
+            ),
+            Case(
+                "reduce_scatter_tensor sum",
+                shape,
+                dtype,
+                lambda x: ops.reduce_scatter_tensor(x, "sum", "", ranks, n),
+                lambda s=shape, d=dtype: sum(inputs(s, d)).chunk(n)[rank],
+            ),
         ]
     shape, dtype = (n * 4, 8), torch.float32
     out += [
-        Case("all_reduce avg", shape, dtype,
-             lambda x: ops.all_reduce(x, "avg", "", ranks, n),
-             lambda: sum(inputs(shape, dtype)) / n),
-        Case("all_to_all_single", shape, dtype,
-             lambda x: ops.all_to_all_single(x, None, None, "", ranks, n),
-             lambda: torch.cat([i.chunk(n)[rank] for i in inputs(shape, dtype)])),
-        Case("broadcast src=0", shape, dtype,
-             lambda x: ops.broadcast(x, 0, "", ranks, n),
-             lambda: inputs(shape, dtype)[0]),
-        Case("reduce sum dst=0", shape, dtype,
-             lambda x: ops.reduce(x, "sum", 0, "", ranks, n),
-             lambda: sum(inputs(shape, dtype)) if rank == 0 else torch.zeros(shape)),
-        Case("gather dst=0", shape, dtype,
-             lambda x: ops.gather(x, 0, "", ranks, n),
-             lambda: torch.cat(inputs(shape, dtype)) if rank == 0 else torch.zeros(n * shape[0], 8)),
-        Case("scatter src=0", shape, dtype,
-             lambda x: ops.scatter(x, 0, "", ranks, n),
-             lambda: inputs(shape, dtype)[0].chunk(n)[rank]),
-        Case("permute shift by 1", shape, dtype,
-             lambda x: ops.permute(x, [(i + 1) % n for i in ranks], "", ranks, n),
-             lambda: inputs(shape, dtype)[(rank - 1) % n]),
-        Case("all_reduce_coalesced sum", shape, dtype,
-             lambda x: ops.all_reduce_coalesced([x, x[0]], "sum", "", ranks, n)[0],
-             lambda: sum(inputs(shape, dtype))),
-        Case("all_reduce sum, groups of 2", shape, dtype,
-             lambda x: ops.all_reduce(x, "sum", "", ranks, 2 if n % 2 == 0 else 1),
-             lambda: sum(inputs(shape, dtype)[r] for r in ranks
-                         if r // (2 if n % 2 == 0 else 1) == rank // (2 if n % 2 == 0 else 1))),
+        Case(
+            "all_reduce avg",
+            shape,
+            dtype,
+            lambda x: ops.all_reduce(x, "avg", "", ranks, n),
+            lambda: sum(inputs(shape, dtype)) / n,
+        ),
+        Case(
+            "all_to_all_single",
+            shape,
+            dtype,
+            lambda x: ops.all_to_all_single(x, None, None, "", ranks, n),
+            lambda: torch.cat([i.chunk(n)[rank] for i in inputs(shape, dtype)]),
+        ),
+        Case(
+            "broadcast src=0",
+            shape,
+            dtype,
+            lambda x: ops.broadcast(x, 0, "", ranks, n),
+            lambda: inputs(shape, dtype)[0],
+        ),
+        Case(
+            "reduce sum dst=0",
+            shape,
+            dtype,
+            lambda x: ops.reduce(x, "sum", 0, "", ranks, n),
+            lambda: sum(inputs(shape, dtype)) if rank == 0 else torch.zeros(shape),
+        ),
+        Case(
+            "gather dst=0",
+            shape,
+            dtype,
+            lambda x: ops.gather(x, 0, "", ranks, n),
+            lambda: torch.cat(inputs(shape, dtype)) if rank == 0 else torch.zeros(n * shape[0], 8),
+        ),
+        Case(
+            "scatter src=0",
+            shape,
+            dtype,
+            lambda x: ops.scatter(x, 0, "", ranks, n),
+            lambda: inputs(shape, dtype)[0].chunk(n)[rank],
+        ),
+        Case(
+            "permute shift by 1",
+            shape,
+            dtype,
+            lambda x: ops.permute(x, [(i + 1) % n for i in ranks], "", ranks, n),
+            lambda: inputs(shape, dtype)[(rank - 1) % n],
+        ),
+        Case(
+            "all_reduce_coalesced sum",
+            shape,
+            dtype,
+            lambda x: ops.all_reduce_coalesced([x, x[0]], "sum", "", ranks, n)[0],
+            lambda: sum(inputs(shape, dtype)),
+        ),
+        Case(
+            "all_reduce sum, groups of 2",
+            shape,
+            dtype,
+            lambda x: ops.all_reduce(x, "sum", "", ranks, 2 if n % 2 == 0 else 1),
+            lambda: sum(
+                inputs(shape, dtype)[r]
+                for r in ranks
+                if r // (2 if n % 2 == 0 else 1) == rank // (2 if n % 2 == 0 else 1)
+            ),
+        ),
     ]
     return out
 
@@ -104,9 +159,12 @@ def run_rank(iters: int) -> None:
         x = known_input(rank, case.shape, case.dtype)
         result = ops.wait_tensor(case.run(x))
         expected = case.expected().to(case.dtype)
-        tolerance = {torch.bfloat16: 1e-2, torch.float16: 1e-3, torch.float32: 1e-6}.get(case.dtype, 0)
+        tolerance = {torch.bfloat16: 1e-2, torch.float16: 1e-3, torch.float32: 1e-6}.get(
+            case.dtype, 0
+        )
         correct = result.shape == expected.shape and torch.allclose(
-            result.double(), expected.double(), rtol=tolerance, atol=0)
+            result.double(), expected.double(), rtol=tolerance, atol=0
+        )
         # Each rank times its own calls; agree on the slowest rank's median afterwards.
         times = []
         for _ in range(iters):
@@ -115,16 +173,27 @@ def run_rank(iters: int) -> None:
             times.append((time.perf_counter() - start) * 1e6)
         median = torch.tensor([statistics.median(times), 0.0 if correct else 1.0])
         median = ops.wait_tensor(ops.all_reduce(median, "max", "demo-stats", list(range(n)), n))
-        rows.append((case.op, tuple(case.shape), str(case.dtype).replace("torch.", ""),
-                     median[1].item() == 0.0, median[0].item()))
+        rows.append(
+            (
+                case.op,
+                tuple(case.shape),
+                str(case.dtype).replace("torch.", ""),
+                median[1].item() == 0.0,
+                median[0].item(),
+            )
+        )
     if rank == 0:
         # What actually served the demo's groups, as the registry knows it (shm on one host).
         served = sorted({g["backend"] for g in c10d_func.groups() if g["device"] == "cpu"})
-        print(f"\nc10d_func demo: {n} CPU ranks over {', '.join(served) or 'local copies'}, "
-              f"world from env://, torch {torch.__version__}")
+        print(
+            f"\nc10d_func demo: {n} CPU ranks over {', '.join(served) or 'local copies'}, "
+            f"world from env://, torch {torch.__version__}"
+        )
         print(f"{'op':<30} {'shape':<10} {'dtype':<9} {'correct':<8} {'median µs':>10}")
         for op, shape, dtype, correct, us in rows:
-            print(f"{op:<30} {str(shape):<10} {dtype:<9} {'yes' if correct else 'NO':<8} {us:>10.1f}")
+            print(
+                f"{op:<30} {shape!s:<10} {dtype:<9} {'yes' if correct else 'NO':<8} {us:>10.1f}"
+            )
         wrong = [r[0] for r in rows if not r[3]]
         print(f"\n{len(rows) - len(wrong)} of {len(rows)} correct on every rank")
     if any(not r[3] for r in rows):
@@ -138,12 +207,18 @@ def free_port() -> int:
 
 
 def launch(nproc: int, iters: int, timeout: float) -> int:
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-           "WORLD_SIZE": str(nproc)}
+    env = {
+        **os.environ,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "WORLD_SIZE": str(nproc),
+    }
     env.setdefault("C10D_FUNC_TIMEOUT", "60")
     procs = [
-        subprocess.Popen([sys.executable, "-m", "c10d_func.demo", "--worker", "--iters", str(iters)],
-                         env={**env, "RANK": str(rank)})
+        subprocess.Popen(
+            [sys.executable, "-m", "c10d_func.demo", "--worker", "--iters", str(iters)],
+            env={**env, "RANK": str(rank)},
+        )
         for rank in range(nproc)
     ]
     deadline = time.monotonic() + timeout
@@ -165,7 +240,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nproc", type=int, default=4, help="local ranks to launch (default 4)")
     parser.add_argument("--iters", type=int, default=20, help="timed calls per op (default 20)")
-    parser.add_argument("--timeout", type=float, default=300, help="seconds before ranks are killed")
+    parser.add_argument(
+        "--timeout", type=float, default=300, help="seconds before ranks are killed"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:

@@ -131,6 +131,11 @@ py::list groups() {
     entry["backend"] = info.backend;
     entry["origin"] = info.origin;
     entry["failure"] = info.failure ? py::cast(*info.failure) : py::none();
+    py::dict memory;
+    for (const auto& [name, value] : info.memory) {
+      memory[py::str(name)] = value;
+    }
+    entry["memory"] = std::move(memory);
     out.append(std::move(entry));
   }
   return out;
@@ -195,6 +200,16 @@ PYBIND11_MODULE(_C, m) {
     return as_func_backend(backend) != nullptr;
   });
   m.def("groups", &groups);
+  m.def(
+      "symmetric_empty",
+      [](std::vector<int64_t> sizes, at::ScalarType dtype, const std::string& tag,
+         std::vector<int64_t> ranks, int64_t group_size) {
+        auto group = GroupRegistry::instance().resolve("empty", c10::Device(c10::kCPU), tag, ranks,
+                                                       group_size);
+        return group->communicator->new_symmetric(sizes, at::TensorOptions().dtype(dtype));
+      },
+      py::call_guard<py::gil_scoped_release>(), py::arg("sizes"), py::arg("dtype"), py::arg("tag"),
+      py::arg("ranks"), py::arg("group_size"));
   m.def("world", &world);
   m.def(
       "shutdown", [] { GroupRegistry::instance().shutdown(); },

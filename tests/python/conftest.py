@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from worker_pool import WorkerPool  # noqa: E402
+from worker_pool import WorkerPool
 
 _pools: dict[tuple, WorkerPool] = {}
 

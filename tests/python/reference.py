@@ -42,7 +42,9 @@ def reduce_allowed(op: str, dtype: torch.dtype) -> bool:
     return True
 
 
-def make_input(rank: int, shape: tuple[int, ...], dtype: torch.dtype, salt: int = 0) -> torch.Tensor:
+def make_input(
+    rank: int, shape: tuple[int, ...], dtype: torch.dtype, salt: int = 0
+) -> torch.Tensor:
     g = torch.Generator().manual_seed(salt * 7919 + rank * 104729 + 17)
 
     def quarters() -> torch.Tensor:
@@ -77,7 +79,9 @@ def reduce_reference(inputs: list[torch.Tensor], op: str) -> torch.Tensor:
         result = wide.sum(0)
     elif op == "avg":
         total = wide.sum(0)
-        result = total / n if dtype.is_floating_point else torch.div(total, n, rounding_mode="trunc")
+        result = (
+            total / n if dtype.is_floating_point else torch.div(total, n, rounding_mode="trunc")
+        )
     elif op == "product":
         result = wide.prod(0)
     elif op == "min":
@@ -98,9 +102,13 @@ def bits(t: torch.Tensor) -> torch.Tensor:
 def mismatch(out: torch.Tensor, expected: torch.Tensor, exact: bool) -> str | None:
     """None when equal; else a short description."""
     if out.shape != expected.shape or out.dtype != expected.dtype:
-        return f"got {tuple(out.shape)} {out.dtype}, expected {tuple(expected.shape)} {expected.dtype}"
-    if exact or expected.dtype in (torch.bool,) or not (
-        expected.dtype.is_floating_point or expected.dtype.is_complex
+        return (
+            f"got {tuple(out.shape)} {out.dtype}, expected {tuple(expected.shape)} {expected.dtype}"
+        )
+    if (
+        exact
+        or expected.dtype in (torch.bool,)
+        or not (expected.dtype.is_floating_point or expected.dtype.is_complex)
     ):
         if torch.equal(bits(out), bits(expected)):
             return None

@@ -14,7 +14,9 @@ from torch._dynamo.testing import CompileCounterWithBackend
 
 
 def expected_sum(world_size: int, shape: tuple[int, ...], salt: int) -> torch.Tensor:
-    return torch.stack([make_input(r, shape, torch.float32, salt) for r in range(world_size)]).sum(0)
+    return torch.stack([make_input(r, shape, torch.float32, salt) for r in range(world_size)]).sum(
+        0
+    )
 
 
 def body_act_in_compiled_programs(rank: int, world_size: int) -> list[str]:
@@ -41,7 +43,9 @@ def body_act_in_compiled_programs(rank: int, world_size: int) -> list[str]:
         if type(out) is not torch.Tensor:
             problems.append(f"{what}: compiled output is a {type(out).__name__}")
     if counter.frame_count != 1:
-        problems.append(f"{counter.frame_count} compilations, expected 1 (no recompile for a plain tensor)")
+        problems.append(
+            f"{counter.frame_count} compilations, expected 1 (no recompile for a plain tensor)"
+        )
 
     # An ACT reaching a compiled backward as its tangent.
     x = make_input(rank, shape, torch.float32, 42).requires_grad_()

@@ -7,9 +7,7 @@ with plain torch ops over every member's input, differentiated by torch itself.
 
 from __future__ import annotations
 
-import pytest
 import torch
-
 from reference import make_input
 from test_collectives import LAYOUTS, assert_no_failures, chunk_of, split_plan
 
@@ -42,31 +40,129 @@ def cases(ranks, gs, me):
         return outs
 
     table = {
-        "all_reduce sum": (lambda x: ops.all_reduce(x, "sum", "", ranks, gs), lambda xs: [sum(xs)] * gs, (3, 2)),
-        "all_reduce avg": (lambda x: ops.all_reduce(x, "avg", "", ranks, gs), lambda xs: [sum(xs) / gs] * gs, (3, 2)),
-        "all_reduce max": (lambda x: ops.all_reduce(x, "max", "", ranks, gs), lambda xs: [torch.stack(xs).amax(0)] * gs, (3, 2)),
-        "all_reduce min": (lambda x: ops.all_reduce(x, "min", "", ranks, gs), lambda xs: [torch.stack(xs).amin(0)] * gs, (3, 2)),
-        "all_reduce product": (lambda x: ops.all_reduce(x, "product", "", ranks, gs), lambda xs: [torch.stack(xs).prod(0)] * gs, (3, 2)),
+        "all_reduce sum": (
+            lambda x: ops.all_reduce(x, "sum", "", ranks, gs),
+            lambda xs: [sum(xs)] * gs,
+            (3, 2),
+        ),
+        "all_reduce avg": (
+            lambda x: ops.all_reduce(x, "avg", "", ranks, gs),
+            lambda xs: [sum(xs) / gs] * gs,
+            (3, 2),
+        ),
+        "all_reduce max": (
+            lambda x: ops.all_reduce(x, "max", "", ranks, gs),
+            lambda xs: [torch.stack(xs).amax(0)] * gs,
+            (3, 2),
+        ),
+        "all_reduce min": (
+            lambda x: ops.all_reduce(x, "min", "", ranks, gs),
+            lambda xs: [torch.stack(xs).amin(0)] * gs,
+            (3, 2),
+        ),
+        "all_reduce product": (
+            lambda x: ops.all_reduce(x, "product", "", ranks, gs),
+            lambda xs: [torch.stack(xs).prod(0)] * gs,
+            (3, 2),
+        ),
         # reduce_op in any case, through backward too (parsed once, carried typed).
-        "all_reduce SUM": (lambda x: ops.all_reduce(x, "SUM", "", ranks, gs), lambda xs: [sum(xs)] * gs, (3, 2)),
-        "all_reduce Max": (lambda x: ops.all_reduce(x, "Max", "", ranks, gs), lambda xs: [torch.stack(xs).amax(0)] * gs, (3, 2)),
-        "all_reduce PRODUCT": (lambda x: ops.all_reduce(x, "PRODUCT", "", ranks, gs), lambda xs: [torch.stack(xs).prod(0)] * gs, (3, 2)),
-        "reduce_scatter Avg": (lambda x: ops.reduce_scatter_tensor(x, "Avg", "", ranks, gs), lambda xs: list((sum(xs) / gs).chunk(gs)), (2 * gs, 3)),
-        "reduce AVG": (lambda x: ops.reduce(x, "AVG", gs - 1, "", ranks, gs), lambda xs: [torch.zeros(3, 2, dtype=F64)] * (gs - 1) + [sum(xs) / gs], (3, 2)),
-        "all_gather": (lambda x: ops.all_gather_into_tensor(x, "", ranks, gs), lambda xs: [torch.cat(xs)] * gs, (2, 3)),
-        "reduce_scatter sum": (lambda x: ops.reduce_scatter_tensor(x, "sum", "", ranks, gs), lambda xs: list(sum(xs).chunk(gs)), (2 * gs, 3)),
-        "reduce_scatter avg": (lambda x: ops.reduce_scatter_tensor(x, "avg", "", ranks, gs), lambda xs: list((sum(xs) / gs).chunk(gs)), (2 * gs, 3)),
-        "all_to_all uneven": (lambda x: ops.all_to_all_single(x, [plan[i][me] for i in range(gs)], plan[me], "", ranks, gs), a2a_ref, None),
-        "all_to_all even": (lambda x: ops.all_to_all_single(x, None, None, "", ranks, gs), lambda xs: [torch.cat([x.chunk(gs)[j] for x in xs]) for j in range(gs)], (2 * gs, 2)),
-        "broadcast": (lambda x: ops.broadcast(x, gs - 1, "", ranks, gs), lambda xs: [xs[gs - 1]] * gs, (3, 2)),
-        "reduce sum": (lambda x: ops.reduce(x, "sum", 0, "", ranks, gs), lambda xs: [sum(xs)] + [torch.zeros(3, 2, dtype=F64)] * (gs - 1), (3, 2)),
-        "reduce avg": (lambda x: ops.reduce(x, "avg", gs - 1, "", ranks, gs), lambda xs: [torch.zeros(3, 2, dtype=F64)] * (gs - 1) + [sum(xs) / gs], (3, 2)),
-        "gather": (lambda x: ops.gather(x, 0, "", ranks, gs), lambda xs: [torch.cat(xs)] + [torch.zeros(2 * gs, 3, dtype=F64)] * (gs - 1), (2, 3)),
-        "scatter": (lambda x: ops.scatter(x, gs - 1, "", ranks, gs), lambda xs: list(xs[gs - 1].chunk(gs)), (2 * gs, 3)),
-        "permute": (lambda x: ops.permute(x, [(i + 1) % gs for i in range(gs)], "", ranks, gs), lambda xs: [xs[inverse_shift[j]] for j in range(gs)], (3, 2)),
-        "all_reduce_coalesced": (lambda x: ops.all_reduce_coalesced([x, x * 2], "sum", "", ranks, gs)[1], lambda xs: [2 * sum(xs)] * gs, (3, 2)),
-        "all_gather_coalesced": (lambda x: ops.all_gather_into_tensor_coalesced([x], "", ranks, gs)[0], lambda xs: [torch.cat(xs)] * gs, (2, 2)),
-        "reduce_scatter_coalesced": (lambda x: ops.reduce_scatter_tensor_coalesced([x], "sum", "", ranks, gs)[0], lambda xs: list(sum(xs).chunk(gs)), (2 * gs, 2)),
+        "all_reduce SUM": (
+            lambda x: ops.all_reduce(x, "SUM", "", ranks, gs),
+            lambda xs: [sum(xs)] * gs,
+            (3, 2),
+        ),
+        "all_reduce Max": (
+            lambda x: ops.all_reduce(x, "Max", "", ranks, gs),
+            lambda xs: [torch.stack(xs).amax(0)] * gs,
+            (3, 2),
+        ),
+        "all_reduce PRODUCT": (
+            lambda x: ops.all_reduce(x, "PRODUCT", "", ranks, gs),
+            lambda xs: [torch.stack(xs).prod(0)] * gs,
+            (3, 2),
+        ),
+        "reduce_scatter Avg": (
+            lambda x: ops.reduce_scatter_tensor(x, "Avg", "", ranks, gs),
+            lambda xs: list((sum(xs) / gs).chunk(gs)),
+            (2 * gs, 3),
+        ),
+        "reduce AVG": (
+            lambda x: ops.reduce(x, "AVG", gs - 1, "", ranks, gs),
+            lambda xs: [torch.zeros(3, 2, dtype=F64)] * (gs - 1) + [sum(xs) / gs],
+            (3, 2),
+        ),
+        "all_gather": (
+            lambda x: ops.all_gather_into_tensor(x, "", ranks, gs),
+            lambda xs: [torch.cat(xs)] * gs,
+            (2, 3),
+        ),
+        "reduce_scatter sum": (
+            lambda x: ops.reduce_scatter_tensor(x, "sum", "", ranks, gs),
+            lambda xs: list(sum(xs).chunk(gs)),
+            (2 * gs, 3),
+        ),
+        "reduce_scatter avg": (
+            lambda x: ops.reduce_scatter_tensor(x, "avg", "", ranks, gs),
+            lambda xs: list((sum(xs) / gs).chunk(gs)),
+            (2 * gs, 3),
+        ),
+        "all_to_all uneven": (
+            lambda x: ops.all_to_all_single(
+                x, [plan[i][me] for i in range(gs)], plan[me], "", ranks, gs
+            ),
+            a2a_ref,
+            None,
+        ),
+        "all_to_all even": (
+            lambda x: ops.all_to_all_single(x, None, None, "", ranks, gs),
+            lambda xs: [torch.cat([x.chunk(gs)[j] for x in xs]) for j in range(gs)],
+            (2 * gs, 2),
+        ),
+        "broadcast": (
+            lambda x: ops.broadcast(x, gs - 1, "", ranks, gs),
+            lambda xs: [xs[gs - 1]] * gs,
+            (3, 2),
+        ),
+        "reduce sum": (
+            lambda x: ops.reduce(x, "sum", 0, "", ranks, gs),
+            lambda xs: [sum(xs)] + [torch.zeros(3, 2, dtype=F64)] * (gs - 1),
+            (3, 2),
+        ),
+        "reduce avg": (
+            lambda x: ops.reduce(x, "avg", gs - 1, "", ranks, gs),
+            lambda xs: [torch.zeros(3, 2, dtype=F64)] * (gs - 1) + [sum(xs) / gs],
+            (3, 2),
+        ),
+        "gather": (
+            lambda x: ops.gather(x, 0, "", ranks, gs),
+            lambda xs: [torch.cat(xs)] + [torch.zeros(2 * gs, 3, dtype=F64)] * (gs - 1),
+            (2, 3),
+        ),
+        "scatter": (
+            lambda x: ops.scatter(x, gs - 1, "", ranks, gs),
+            lambda xs: list(xs[gs - 1].chunk(gs)),
+            (2 * gs, 3),
+        ),
+        "permute": (
+            lambda x: ops.permute(x, [(i + 1) % gs for i in range(gs)], "", ranks, gs),
+            lambda xs: [xs[inverse_shift[j]] for j in range(gs)],
+            (3, 2),
+        ),
+        "all_reduce_coalesced": (
+            lambda x: ops.all_reduce_coalesced([x, x * 2], "sum", "", ranks, gs)[1],
+            lambda xs: [2 * sum(xs)] * gs,
+            (3, 2),
+        ),
+        "all_gather_coalesced": (
+            lambda x: ops.all_gather_into_tensor_coalesced([x], "", ranks, gs)[0],
+            lambda xs: [torch.cat(xs)] * gs,
+            (2, 2),
+        ),
+        "reduce_scatter_coalesced": (
+            lambda x: ops.reduce_scatter_tensor_coalesced([x], "sum", "", ranks, gs)[0],
+            lambda xs: list(sum(xs).chunk(gs)),
+            (2 * gs, 2),
+        ),
         "wait_tensor": (lambda x: x * 3, lambda xs: [3 * x for x in xs], (2, 2)),
     }
     return table, plan
@@ -78,6 +174,7 @@ def body_gradients(rank: int, world_size: int) -> list[str]:
         members, me = chunk_of(rank, ranks, gs)
         table, plan = cases(ranks, gs, me)
         for salt, (name, (dist_fn, ref_fn, shape)) in enumerate(sorted(table.items())):
+
             def input_of(i):
                 s = shape if shape is not None else (sum(plan[i]), 2)
                 x = make_input(members[i], s, F64, salt)
@@ -94,7 +191,9 @@ def body_gradients(rank: int, world_size: int) -> list[str]:
             sum((o * weight(members[i], o.shape)).sum() for i, o in enumerate(outs)).backward()
             expected = xs[me].grad if xs[me].grad is not None else torch.zeros_like(xs[me])
             if x.grad is None or not torch.allclose(x.grad, expected, rtol=1e-10, atol=1e-12):
-                failures.append(f"rank {rank} {name} ranks={ranks} gs={gs}: grad {x.grad} expected {expected}")
+                failures.append(
+                    f"rank {rank} {name} ranks={ranks} gs={gs}: grad {x.grad} expected {expected}"
+                )
     return failures
 
 
@@ -112,7 +211,12 @@ def body_finite_differences(rank: int, world_size: int) -> list[str]:
         "all_reduce product": (lambda x: ops.all_reduce(x, "product", "", world, n), (2, 2)),
         "all_gather": (lambda x: ops.all_gather_into_tensor(x, "", world, n), (2, 2)),
         "reduce_scatter avg": (lambda x: ops.reduce_scatter_tensor(x, "avg", "", world, n), (n, 2)),
-        "all_to_all uneven": (lambda x: ops.all_to_all_single(x, [plan[i][rank] for i in range(n)], plan[rank], "", world, n), (sum(plan[rank]), 2)),
+        "all_to_all uneven": (
+            lambda x: ops.all_to_all_single(
+                x, [plan[i][rank] for i in range(n)], plan[rank], "", world, n
+            ),
+            (sum(plan[rank]), 2),
+        ),
     }
     failures = []
     eps = 1e-6
@@ -248,8 +352,14 @@ def test_ties_errors_and_inplace(pool):
     n = pool.world_size
     for tie_grad, messages, inplace_grad, inplace_value in pool.run(body_ties_and_errors):
         assert tie_grad == [1.0, 1.0]  # n ranks x 1/n of the summed gradient n
-        assert "c10d_func.reduce_scatter_tensor: reduce_op 'max' is not differentiable" in messages["reduce_scatter max"]
-        assert "c10d_func.reduce: reduce_op 'product' is not differentiable" in messages["reduce product"]
+        assert (
+            "c10d_func.reduce_scatter_tensor: reduce_op 'max' is not differentiable"
+            in messages["reduce_scatter max"]
+        )
+        assert (
+            "c10d_func.reduce: reduce_op 'product' is not differentiable"
+            in messages["reduce product"]
+        )
         assert "leaf Variable that requires grad" in messages["inplace leaf"]
         assert inplace_value == [float(n * (n + 1))] * 2
         assert inplace_grad == [2.0 * n] * 2

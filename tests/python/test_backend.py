@@ -19,7 +19,7 @@ import c10d_func
 import pytest
 import torch
 import torch.distributed as dist
-from reference import REDUCE_OPS, make_input, mismatch, reduce_allowed, reduce_reference
+from reference import REDUCE_OPS, make_input, reduce_allowed, reduce_reference
 from test_collectives import Checks, assert_no_failures
 from worker_pool import WorkerPool
 
@@ -40,8 +40,15 @@ DIST_OPS = {
     "bor": dist.ReduceOp.BOR,
     "bxor": dist.ReduceOp.BXOR,
 }
-DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int64, torch.bool,
-          torch.complex64]
+DTYPES = [
+    torch.float32,
+    torch.bfloat16,
+    torch.float16,
+    torch.int32,
+    torch.int64,
+    torch.bool,
+    torch.complex64,
+]
 
 
 def setup_backend_world(rank: int, world_size: int) -> None:
@@ -67,7 +74,9 @@ def backend_pool(request: pytest.FixtureRequest) -> Iterator[WorkerPool]:
     pool.close()
 
 
-def inputs(world_size: int, shape: tuple[int, ...], dtype: torch.dtype, salt: int) -> list[torch.Tensor]:
+def inputs(
+    world_size: int, shape: tuple[int, ...], dtype: torch.dtype, salt: int
+) -> list[torch.Tensor]:
     """Every rank's input of a call, known to every rank without communication."""
     return [make_input(r, shape, dtype, salt) for r in range(world_size)]
 
@@ -75,7 +84,9 @@ def inputs(world_size: int, shape: tuple[int, ...], dtype: torch.dtype, salt: in
 class Check(Checks):
     """test_collectives' per-rank collector, exact by default, plus plain conditions."""
 
-    def same(self, what: str, out: torch.Tensor, expected: torch.Tensor, exact: bool = True) -> None:
+    def same(
+        self, what: str, out: torch.Tensor, expected: torch.Tensor, exact: bool = True
+    ) -> None:
         self.expect(what, out, expected, exact)
 
     def true(self, what: str, condition: bool) -> None:
@@ -113,11 +124,19 @@ def body_reductions(rank: int, world_size: int) -> list[str]:
                 out = torch.empty(2, 3, dtype=dtype)
                 dist.reduce_scatter_tensor(out, big[rank].clone(), op=DIST_OPS[name])
                 whole = reduce_reference(big, name)
-                check.same(f"reduce_scatter_tensor {name} {dtype}", out,
-                           whole[2 * rank: 2 * rank + 2], exact)
+                check.same(
+                    f"reduce_scatter_tensor {name} {dtype}",
+                    out,
+                    whole[2 * rank : 2 * rank + 2],
+                    exact,
+                )
                 out = torch.empty(2, 3, dtype=dtype)
-                dist.reduce_scatter(out, list(big[rank].clone().chunk(world_size)), op=DIST_OPS[name])
-                check.same(f"reduce_scatter {name} {dtype}", out, whole[2 * rank: 2 * rank + 2], exact)
+                dist.reduce_scatter(
+                    out, list(big[rank].clone().chunk(world_size)), op=DIST_OPS[name]
+                )
+                check.same(
+                    f"reduce_scatter {name} {dtype}", out, whole[2 * rank : 2 * rank + 2], exact
+                )
     # PREMUL_SUM: every contribution scaled by the factor, then summed.
     every = inputs(world_size, (4,), torch.float32, 99)
     t = every[rank].clone()
@@ -146,8 +165,9 @@ def test_every_reduction_and_dtype(backend_pool):
 
 def body_data_movement(rank: int, world_size: int) -> list[str]:
     check = Check(rank)
-    for salt, dtype in enumerate([torch.float32, torch.bfloat16, torch.int64, torch.bool,
-                                  torch.complex64, torch.uint8]):
+    for salt, dtype in enumerate(
+        [torch.float32, torch.bfloat16, torch.int64, torch.bool, torch.complex64, torch.uint8]
+    ):
         every = inputs(world_size, (2, 3), dtype, salt)
         stacked = torch.cat(every)
         for root in range(world_size):
@@ -161,29 +181,44 @@ def body_data_movement(rank: int, world_size: int) -> list[str]:
         dist.all_gather(outs, every[rank])
         check.same(f"all_gather {dtype}", torch.cat(outs), stacked)
         root = salt % world_size
-        gathered = [torch.empty(2, 3, dtype=dtype) for _ in range(world_size)] if rank == root else None
+        gathered = (
+            [torch.empty(2, 3, dtype=dtype) for _ in range(world_size)] if rank == root else None
+        )
         dist.gather(every[rank], gathered, dst=root)
         if rank == root:
             check.same(f"gather {dtype} to {root}", torch.cat(gathered), stacked)
         out = torch.empty(2, 3, dtype=dtype)
         pieces = list(inputs(world_size, (2, 3), dtype, salt + 50)) if rank == root else None
         dist.scatter(out, pieces, src=root)
-        check.same(f"scatter {dtype} from {root}", out, inputs(world_size, (2, 3), dtype, salt + 50)[rank])
+        check.same(
+            f"scatter {dtype} from {root}", out, inputs(world_size, (2, 3), dtype, salt + 50)[rank]
+        )
         # all_to_all_single, uneven: rank r sends (r + j + 1) rows to rank j.
-        blocks = [[make_input(r * 100 + j, (r + j + 1, 2), dtype, salt) for j in range(world_size)]
-                  for r in range(world_size)]
+        blocks = [
+            [make_input(r * 100 + j, (r + j + 1, 2), dtype, salt) for j in range(world_size)]
+            for r in range(world_size)
+        ]
         send = torch.cat(blocks[rank])
         recv = torch.empty(sum(r + rank + 1 for r in range(world_size)), 2, dtype=dtype)
-        dist.all_to_all_single(recv, send,
-                               output_split_sizes=[r + rank + 1 for r in range(world_size)],
-                               input_split_sizes=[rank + j + 1 for j in range(world_size)])
-        check.same(f"all_to_all_single uneven {dtype}", recv,
-                   torch.cat([blocks[r][rank] for r in range(world_size)]))
+        dist.all_to_all_single(
+            recv,
+            send,
+            output_split_sizes=[r + rank + 1 for r in range(world_size)],
+            input_split_sizes=[rank + j + 1 for j in range(world_size)],
+        )
+        check.same(
+            f"all_to_all_single uneven {dtype}",
+            recv,
+            torch.cat([blocks[r][rank] for r in range(world_size)]),
+        )
         even = inputs(world_size, (world_size * 2, 3), dtype, salt + 70)
         recv = torch.empty(world_size * 2, 3, dtype=dtype)
         dist.all_to_all_single(recv, even[rank])
-        check.same(f"all_to_all_single even {dtype}", recv,
-                   torch.cat([even[r][2 * rank: 2 * rank + 2] for r in range(world_size)]))
+        check.same(
+            f"all_to_all_single even {dtype}",
+            recv,
+            torch.cat([even[r][2 * rank : 2 * rank + 2] for r in range(world_size)]),
+        )
         # all_to_all (lists): tensors of different sizes per peer.
         outs = [torch.empty(r + rank + 1, 2, dtype=dtype) for r in range(world_size)]
         dist.all_to_all(outs, [b.clone() for b in blocks[rank]])
@@ -214,8 +249,8 @@ def body_data_movement(rank: int, world_size: int) -> list[str]:
         dist.reduce_scatter_tensor(rx, bx[rank])
         dist.reduce_scatter_tensor(ry, by[rank])
     cm.wait()
-    check.same("coalesced reduce_scatter_tensor [0]", rx, sum(bx)[4 * rank: 4 * rank + 4])
-    check.same("coalesced reduce_scatter_tensor [1]", ry, sum(by)[6 * rank: 6 * rank + 6])
+    check.same("coalesced reduce_scatter_tensor [0]", rx, sum(bx)[4 * rank : 4 * rank + 4])
+    check.same("coalesced reduce_scatter_tensor [1]", ry, sum(by)[6 * rank : 6 * rank + 6])
     dist.barrier()
     return check.failures
 
@@ -230,17 +265,18 @@ def body_point_to_point(rank: int, world_size: int) -> list[str]:
     # first): a deadlock here would hang, and the pool's timeout fails the test.
     right, left = (rank + 1) % world_size, (rank - 1) % world_size
     got = torch.empty(5, dtype=torch.float64)
-    reqs = [dist.isend(make_input(rank, (5,), torch.float64, 1), right),
-            dist.irecv(got, left)]
+    reqs = [dist.isend(make_input(rank, (5,), torch.float64, 1), right), dist.irecv(got, left)]
     for req in reqs:
         req.wait()
     check.same("isend/irecv ring", got, make_input(left, (5,), torch.float64, 1))
     # batch_isend_irecv, and tags: two messages on different tags received in the other order.
     a, b = torch.empty(3), torch.empty(3)
-    ops = [dist.P2POp(dist.isend, make_input(rank, (3,), torch.float32, 2), right, tag=1),
-           dist.P2POp(dist.isend, make_input(rank, (3,), torch.float32, 3), right, tag=2),
-           dist.P2POp(dist.irecv, b, left, tag=2),
-           dist.P2POp(dist.irecv, a, left, tag=1)]
+    ops = [
+        dist.P2POp(dist.isend, make_input(rank, (3,), torch.float32, 2), right, tag=1),
+        dist.P2POp(dist.isend, make_input(rank, (3,), torch.float32, 3), right, tag=2),
+        dist.P2POp(dist.irecv, b, left, tag=2),
+        dist.P2POp(dist.irecv, a, left, tag=1),
+    ]
     for req in dist.batch_isend_irecv(ops):
         req.wait()
     check.same("batch_isend_irecv tag 1", a, make_input(left, (3,), torch.float32, 2))
@@ -279,8 +315,10 @@ def body_async_works(rank: int, world_size: int) -> list[str]:
     check.true("completed after wait", work.is_completed() and work.is_success())
     check.same("async all_reduce", t, sum(every))
     value = fut.wait()
-    check.true(f"future value is the list of outputs: {type(value)}",
-               isinstance(value, list) and value[0] is not None)
+    check.true(
+        f"future value is the list of outputs: {type(value)}",
+        isinstance(value, list) and value[0] is not None,
+    )
     check.same("future value", value[0], sum(every))
     # Many in flight at once, waited in reverse order.
     works, tensors = [], []
@@ -322,26 +360,52 @@ def body_bad_input(rank: int, world_size: int) -> list[str]:
         check.true(f"{what}: did not raise", False)
 
     backend = dist.group.WORLD._get_backend(torch.device("cpu"))
-    raises("bad root", lambda: backend.broadcast([torch.ones(2)], _opts("BroadcastOptions", rootRank=world_size)),
-           "broadcast", "root")
-    raises("bad root of reduce", lambda: backend.reduce([torch.ones(2)], _opts("ReduceOptions", rootRank=-1)),
-           "reduce", "root")
-    raises("all_gather_into_tensor size",
-           lambda: dist.all_gather_into_tensor(torch.empty(3), torch.ones(2)),
-           "all_gather_into_tensor", "elements")
+    raises(
+        "bad root",
+        lambda: backend.broadcast([torch.ones(2)], _opts("BroadcastOptions", rootRank=world_size)),
+        "broadcast",
+        "root",
+    )
+    raises(
+        "bad root of reduce",
+        lambda: backend.reduce([torch.ones(2)], _opts("ReduceOptions", rootRank=-1)),
+        "reduce",
+        "root",
+    )
+    raises(
+        "all_gather_into_tensor size",
+        lambda: dist.all_gather_into_tensor(torch.empty(3), torch.ones(2)),
+        "all_gather_into_tensor",
+        "elements",
+    )
     # (torch's Python wrapper refuses mixed dtypes itself; the backend does too when called directly)
-    raises("all_gather dtype",
-           lambda: backend.allgather([[torch.empty(2, dtype=torch.int32) for _ in range(world_size)]],
-                                     [torch.ones(2)]),
-           "allgather", "dtype")
-    raises("reduce_scatter_tensor size",
-           lambda: dist.reduce_scatter_tensor(torch.empty(2), torch.ones(2 * world_size + 1)),
-           "reduce_scatter_tensor", "elements")
-    raises("bitwise on floats", lambda: dist.all_reduce(torch.ones(2), op=dist.ReduceOp.BAND),
-           "band")
-    raises("uneven splits", lambda: dist.all_to_all_single(
-        torch.empty(world_size), torch.ones(world_size), input_split_sizes=[world_size] + [1] * (world_size - 1)),
-        "all_to_all_single", "split")
+    raises(
+        "all_gather dtype",
+        lambda: backend.allgather(
+            [[torch.empty(2, dtype=torch.int32) for _ in range(world_size)]], [torch.ones(2)]
+        ),
+        "allgather",
+        "dtype",
+    )
+    raises(
+        "reduce_scatter_tensor size",
+        lambda: dist.reduce_scatter_tensor(torch.empty(2), torch.ones(2 * world_size + 1)),
+        "reduce_scatter_tensor",
+        "elements",
+    )
+    raises(
+        "bitwise on floats", lambda: dist.all_reduce(torch.ones(2), op=dist.ReduceOp.BAND), "band"
+    )
+    raises(
+        "uneven splits",
+        lambda: dist.all_to_all_single(
+            torch.empty(world_size),
+            torch.ones(world_size),
+            input_split_sizes=[world_size] + [1] * (world_size - 1),
+        ),
+        "all_to_all_single",
+        "split",
+    )
     raises("send to self", lambda: backend.send([torch.ones(1)], rank, 0), "itself")
     # The group still works after every refusal (nothing was half-issued).
     t = torch.ones(3)
@@ -376,9 +440,13 @@ def body_missing_peer(rank: int, world_size: int) -> list[str]:
         except RuntimeError as error:
             took = time.monotonic() - start
             check.true(f"failed within the group timeout (took {took:.1f} s)", took < 30)
-            check.true(f"error names a missing rank: {error}",
-                       any(f"rank {r}" in str(error) or f"[{r}" in str(error) or f" {r}]" in str(error)
-                           for r in range(1, world_size)))
+            check.true(
+                f"error names a missing rank: {error}",
+                any(
+                    f"rank {r}" in str(error) or f"[{r}" in str(error) or f" {r}]" in str(error)
+                    for r in range(1, world_size)
+                ),
+            )
         # Forming a group whose other members never come also fails, naming them.
         from torch.distributed.distributed_c10d import _get_default_store
 
@@ -387,8 +455,10 @@ def body_missing_peer(rank: int, world_size: int) -> list[str]:
             c10d_func._C.create_backend(store, 0, world_size, 1.0, "never", list(range(world_size)))
             check.true("a group without its members should fail to form", False)
         except RuntimeError as error:
-            check.true(f"formation error names the absent ranks: {error}",
-                       "never arrived" in str(error) and "1" in str(error))
+            check.true(
+                f"formation error names the absent ranks: {error}",
+                "never arrived" in str(error) and "1" in str(error),
+            )
     return check.failures
 
 
@@ -406,15 +476,22 @@ def body_torch_funcol(rank: int, world_size: int) -> list[str]:
     group = dist.group.WORLD
     every = inputs(world_size, (4, 2), torch.float32, 61)
     check.same("torch funcol all_reduce", tfuncol.all_reduce(every[rank], "sum", group), sum(every))
-    check.same("torch funcol all_gather_tensor",
-               tfuncol.all_gather_tensor(every[rank], 0, group), torch.cat(every))
+    check.same(
+        "torch funcol all_gather_tensor",
+        tfuncol.all_gather_tensor(every[rank], 0, group),
+        torch.cat(every),
+    )
     big = inputs(world_size, (4 * world_size, 2), torch.float32, 62)
-    check.same("torch funcol reduce_scatter_tensor",
-               tfuncol.reduce_scatter_tensor(big[rank], "sum", 0, group),
-               sum(big)[4 * rank: 4 * rank + 4])
-    check.same("torch funcol all_to_all_single",
-               tfuncol.all_to_all_single(big[rank], None, None, group),
-               torch.cat([big[r][4 * rank: 4 * rank + 4] for r in range(world_size)]))
+    check.same(
+        "torch funcol reduce_scatter_tensor",
+        tfuncol.reduce_scatter_tensor(big[rank], "sum", 0, group),
+        sum(big)[4 * rank : 4 * rank + 4],
+    )
+    check.same(
+        "torch funcol all_to_all_single",
+        tfuncol.all_to_all_single(big[rank], None, None, group),
+        torch.cat([big[r][4 * rank : 4 * rank + 4] for r in range(world_size)]),
+    )
     check.same("torch funcol broadcast", tfuncol.broadcast(every[rank], 1, group), every[1])
 
     def step(x: torch.Tensor) -> torch.Tensor:
@@ -424,7 +501,9 @@ def body_torch_funcol(rank: int, world_size: int) -> list[str]:
     check.same("torch funcol compiled", compiled(every[rank]), sum(every) * 2 + 1)
     # c10d_func's own functional ops on the same group share its communicator.
     before = [g for g in c10d_func.groups() if g["origin"] == "created"]
-    check.same("c10d_func funcol on the group", c10d_func.all_reduce(every[rank], "sum", group), sum(every))
+    check.same(
+        "c10d_func funcol on the group", c10d_func.all_reduce(every[rank], "sum", group), sum(every)
+    )
     after = [g for g in c10d_func.groups() if g["origin"] == "created"]
     check.true(f"no second communicator for the group: {after}", len(after) == len(before))
     return check.failures
@@ -489,7 +568,9 @@ def body_fsdp(rank: int, world_size: int) -> list[str]:
                 fully_shard(layer, mesh=mesh)
         fully_shard(model, mesh=mesh)
         params = _train(model, 3, rank, world_size)
-        results.append([p.full_tensor() if hasattr(p, "full_tensor") else p for p in model.parameters()])
+        results.append(
+            [p.full_tensor() if hasattr(p, "full_tensor") else p for p in model.parameters()]
+        )
         del params
     for i, (a, b) in enumerate(zip(*results)):
         check.same(f"FSDP2 parameter {i} vs FSDP2 on gloo", a.detach(), b.detach(), exact=False)
@@ -509,8 +590,10 @@ def body_split(rank: int, world_size: int) -> list[str]:
     parts = [list(range(half)), list(range(half, world_size))]
     group = c10d_func.split_group(split_ranks=parts, group_desc="halves")
     mine = parts[rank // half]
-    check.true(f"split group ranks {dist.get_process_group_ranks(group)}",
-               dist.get_process_group_ranks(group) == mine)
+    check.true(
+        f"split group ranks {dist.get_process_group_ranks(group)}",
+        dist.get_process_group_ranks(group) == mine,
+    )
     check.true("split group's rank", dist.get_rank(group) == mine.index(rank))
     every = inputs(world_size, (6,), torch.float32, 81)
     t = every[rank].clone()
@@ -521,13 +604,21 @@ def body_split(rank: int, world_size: int) -> list[str]:
     check.same("all_gather in the subgroup", out, torch.cat([every[r] for r in mine]))
     # The functional ops reach the same communicator, by group and by (tag, ranks): no new one.
     created = len([g for g in c10d_func.groups() if g["origin"] == "created"])
-    check.same("functional all_reduce on the split group",
-               c10d_func.all_reduce(every[rank], "sum", group), sum(every[r] for r in mine))
+    check.same(
+        "functional all_reduce on the split group",
+        c10d_func.all_reduce(every[rank], "sum", group),
+        sum(every[r] for r in mine),
+    )
     tag = f"ptd:{group.group_name}"
-    check.same("functional all_reduce by tag and ranks",
-               c10d_func.all_reduce(every[rank], "sum", mine, tag=tag), sum(every[r] for r in mine))
-    check.true("no rendezvous for the split group's functional ops",
-               len([g for g in c10d_func.groups() if g["origin"] == "created"]) == created)
+    check.same(
+        "functional all_reduce by tag and ranks",
+        c10d_func.all_reduce(every[rank], "sum", mine, tag=tag),
+        sum(every[r] for r in mine),
+    )
+    check.true(
+        "no rendezvous for the split group's functional ops",
+        len([g for g in c10d_func.groups() if g["origin"] == "created"]) == created,
+    )
     # A split that leaves a rank out hands it the non-member sentinel.
     partial = c10d_func.split_group(split_ranks=[[0, 1]])
     if rank < 2:
@@ -550,8 +641,12 @@ def test_split_group(backend_pool):
 
 def body_split_errors(rank: int, world_size: int) -> list[str]:
     check = Check(rank)
-    for bad, needle in [([[0, 0]], "twice"), ([[0, world_size]], "not a rank"), ([], "non-empty"),
-                        ([[0], [0, 1]], "twice")]:
+    for bad, needle in [
+        ([[0, 0]], "twice"),
+        ([[0, world_size]], "not a rank"),
+        ([], "non-empty"),
+        ([[0], [0, 1]], "twice"),
+    ]:
         try:
             c10d_func.split_group(split_ranks=bad)
             check.true(f"split_group({bad}) should raise", False)
@@ -567,4 +662,3 @@ def test_split_group_rejects_bad_splits(backend_pool):
 def test_backend_is_registered_on_import():
     assert "C10D_FUNC" in dist.Backend._plugins
     assert dist.Backend("c10d_func") == "c10d_func"
-

@@ -9,7 +9,7 @@ import sys
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO_ROOT)
 
-from benchmarks.smoke import run_smoke  # noqa: E402
+from benchmarks.smoke import run_smoke
 
 
 def test_benchmark_runner_quick_run(tmp_path):

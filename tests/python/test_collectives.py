@@ -12,7 +12,6 @@ from collections.abc import Callable
 
 import pytest
 import torch
-
 from reference import (
     MOVE_DTYPES,
     REDUCE_DTYPES,
@@ -41,18 +40,26 @@ class Checks:
         self.rank = rank
         self.failures: list[str] = []
 
-    def expect(self, what: str, out: torch.Tensor, expected: torch.Tensor, exact: bool = False) -> None:
+    def expect(
+        self, what: str, out: torch.Tensor, expected: torch.Tensor, exact: bool = False
+    ) -> None:
         problem = mismatch(out, expected, exact)
         if problem:
             self.failures.append(f"rank {self.rank}: {what}: {problem}")
 
-    def functional(self, what: str, fn: Callable[..., torch.Tensor], x: torch.Tensor, *args) -> torch.Tensor:
+    def functional(
+        self, what: str, fn: Callable[..., torch.Tensor], x: torch.Tensor, *args
+    ) -> torch.Tensor:
         """Calls a non-mutating op, waits, and checks input untouched and output not aliasing."""
         before = x.clone()
         out = torch.ops.c10d_func.wait_tensor(fn(x, *args))
         if not torch.equal(bits(x), bits(before)):
             self.failures.append(f"rank {self.rank}: {what}: the input was modified")
-        if out.numel() and x.numel() and out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
+        if (
+            out.numel()
+            and x.numel()
+            and out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+        ):
             self.failures.append(f"rank {self.rank}: {what}: the output aliases the input")
         if not out.is_contiguous():
             self.failures.append(f"rank {self.rank}: {what}: the output is not contiguous")
@@ -85,7 +92,9 @@ def body_all_reduce(rank: int, world_size: int, inplace: bool) -> list[str]:
                     continue
                 for shape in [(5, 3), (0, 2), ()]:
                     x = make_input(rank, shape, dtype, salt)
-                    expected = reduce_reference([make_input(m, shape, dtype, salt) for m in members], op)
+                    expected = reduce_reference(
+                        [make_input(m, shape, dtype, salt) for m in members], op
+                    )
                     what = f"all_reduce{'_' if inplace else ''} {op} {dtype} {shape} ranks={ranks} gs={gs}"
                     if inplace:
                         # The custom-op mutation convention: x is written, nothing returned.
@@ -97,14 +106,18 @@ def body_all_reduce(rank: int, world_size: int, inplace: bool) -> list[str]:
                         checks.expect(what, out, expected)
         # A non-contiguous input is read correctly (functional and in place).
         base = make_input(rank, (4, 6), torch.float32, 99)
-        expected = reduce_reference([make_input(m, (4, 6), torch.float32, 99).t() for m in members], "sum")
+        expected = reduce_reference(
+            [make_input(m, (4, 6), torch.float32, 99).t() for m in members], "sum"
+        )
         if inplace:
             view = base.t()
             ops.all_reduce_(view, "sum", "", ranks, gs)
             ops.wait_tensor(view)
             checks.expect(f"all_reduce_ non-contiguous gs={gs}", view, expected)
         else:
-            out = checks.functional("all_reduce non-contiguous", ops.all_reduce, base.t(), "sum", "", ranks, gs)
+            out = checks.functional(
+                "all_reduce non-contiguous", ops.all_reduce, base.t(), "sum", "", ranks, gs
+            )
             checks.expect(f"all_reduce non-contiguous gs={gs}", out, expected)
     return checks.failures
 
@@ -112,7 +125,12 @@ def body_all_reduce(rank: int, world_size: int, inplace: bool) -> list[str]:
 def body_all_reduce_coalesced(rank: int, world_size: int) -> list[str]:
     ops = torch.ops.c10d_func
     checks = Checks(rank)
-    shapes = [((3, 2), torch.float32), ((5,), torch.int64), ((), torch.bfloat16), ((0, 4), torch.float64)]
+    shapes = [
+        ((3, 2), torch.float32),
+        ((5,), torch.int64),
+        ((), torch.bfloat16),
+        ((0, 4), torch.float64),
+    ]
     for ranks, gs in layouts(world_size):
         members, _ = chunk_of(rank, ranks, gs)
         for op in ["sum", "max", "avg", "product"]:
@@ -140,15 +158,21 @@ def body_all_gather(rank: int, world_size: int) -> list[str]:
             for shape in [(3, 2), (0, 5), (), (2, 0)]:
                 x = make_input(rank, shape, dtype, salt)
                 expected = gathered([make_input(m, shape, dtype, salt) for m in members])
-                out = checks.functional(f"all_gather {dtype} {shape}", ops.all_gather_into_tensor, x, "", ranks, gs)
-                checks.expect(f"all_gather {dtype} {shape} ranks={ranks} gs={gs}", out, expected, exact=True)
+                out = checks.functional(
+                    f"all_gather {dtype} {shape}", ops.all_gather_into_tensor, x, "", ranks, gs
+                )
+                checks.expect(
+                    f"all_gather {dtype} {shape} ranks={ranks} gs={gs}", out, expected, exact=True
+                )
         # coalesced: mixed shapes and dtypes in one call
         specs = [((2, 3), torch.float32), ((4,), torch.int8), ((), torch.complex64)]
         xs = [make_input(rank, s, d, i) for i, (s, d) in enumerate(specs)]
         outs = [ops.wait_tensor(o) for o in ops.all_gather_into_tensor_coalesced(xs, "", ranks, gs)]
         for i, ((s, d), out) in enumerate(zip(specs, outs)):
             expected = gathered([make_input(m, s, d, i) for m in members])
-            checks.expect(f"all_gather_into_tensor_coalesced[{i}] gs={gs}", out, expected, exact=True)
+            checks.expect(
+                f"all_gather_into_tensor_coalesced[{i}] gs={gs}", out, expected, exact=True
+            )
     return checks.failures
 
 
@@ -164,18 +188,27 @@ def body_reduce_scatter(rank: int, world_size: int) -> list[str]:
                 for rows in [2, 0]:
                     shape = (gs * rows, 3)
                     x = make_input(rank, shape, dtype, salt)
-                    full = reduce_reference([make_input(m, shape, dtype, salt) for m in members], op)
+                    full = reduce_reference(
+                        [make_input(m, shape, dtype, salt) for m in members], op
+                    )
                     expected = full[index * rows : (index + 1) * rows]
                     what = f"reduce_scatter {op} {dtype} {shape} ranks={ranks} gs={gs}"
                     out = checks.functional(what, ops.reduce_scatter_tensor, x, op, "", ranks, gs)
                     checks.expect(what, out, expected)
         specs = [((gs * 2, 2), torch.float32), ((gs,), torch.int32)]
         xs = [make_input(rank, s, d, i) for i, (s, d) in enumerate(specs)]
-        outs = [ops.wait_tensor(o) for o in ops.reduce_scatter_tensor_coalesced(xs, "sum", "", ranks, gs)]
+        outs = [
+            ops.wait_tensor(o)
+            for o in ops.reduce_scatter_tensor_coalesced(xs, "sum", "", ranks, gs)
+        ]
         for i, ((s, d), out) in enumerate(zip(specs, outs)):
             full = reduce_reference([make_input(m, s, d, i) for m in members], "sum")
             rows = s[0] // gs
-            checks.expect(f"reduce_scatter_coalesced[{i}] gs={gs}", out, full[index * rows : (index + 1) * rows])
+            checks.expect(
+                f"reduce_scatter_coalesced[{i}] gs={gs}",
+                out,
+                full[index * rows : (index + 1) * rows],
+            )
     return checks.failures
 
 
@@ -200,13 +233,17 @@ def body_all_to_all(rank: int, world_size: int) -> list[str]:
                 offset = sum(plan[i][:me])
                 pieces.append(inputs[i][offset : offset + plan[i][me]])
             what = f"all_to_all_single uneven {dtype} ranks={ranks} gs={gs}"
-            out = checks.functional(what, ops.all_to_all_single, inputs[me], out_splits, in_splits, "", ranks, gs)
+            out = checks.functional(
+                what, ops.all_to_all_single, inputs[me], out_splits, in_splits, "", ranks, gs
+            )
             checks.expect(what, out, torch.cat(pieces), exact=True)
             # even split (no split sizes)
             inputs = [make_input(m, (gs * 2, 3), dtype, salt) for m in members]
             expected = torch.cat([inputs[i][me * 2 : me * 2 + 2] for i in range(gs)])
             what = f"all_to_all_single even {dtype} ranks={ranks} gs={gs}"
-            out = checks.functional(what, ops.all_to_all_single, inputs[me], None, None, "", ranks, gs)
+            out = checks.functional(
+                what, ops.all_to_all_single, inputs[me], None, None, "", ranks, gs
+            )
             checks.expect(what, out, expected, exact=True)
     return checks.failures
 
@@ -232,7 +269,12 @@ def body_broadcast(rank: int, world_size: int, inplace: bool) -> list[str]:
             x = make_input(rank, (3, 4), torch.float32, 5).t()
             ops.broadcast_(x, 0, "", ranks, gs)
             ops.wait_tensor(x)
-            checks.expect("broadcast_ non-contiguous", x, make_input(members[0], (3, 4), torch.float32, 5).t(), exact=True)
+            checks.expect(
+                "broadcast_ non-contiguous",
+                x,
+                make_input(members[0], (3, 4), torch.float32, 5).t(),
+                exact=True,
+            )
     return checks.failures
 
 

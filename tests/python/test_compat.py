@@ -21,13 +21,12 @@ import os
 import subprocess
 import sys
 
+import c10d_func as funcol
 import pytest
 import torch
 import torch.distributed as dist
-from torch.testing._internal.common_distributed import MultiThreadedTestCase
-
-import c10d_func as funcol
 from test_collectives import assert_no_failures
+from torch.testing._internal.common_distributed import MultiThreadedTestCase
 from worker_pool import TESTS_DIR, free_port
 
 PY_BACKEND = "c10d_func_test_python"
@@ -57,7 +56,9 @@ def check_every_op(rank: int, group: object, members: list[int], label: str) -> 
     def expect(what: str, got: torch.Tensor, expected: torch.Tensor) -> None:
         got = torch.as_tensor(got)
         if got.shape != expected.shape or not torch.equal(got.to(expected.dtype), expected):
-            failures.append(f"rank {rank} {label} {what}: got {got.tolist()}, expected {expected.tolist()}")
+            failures.append(
+                f"rank {rank} {label} {what}: got {got.tolist()}, expected {expected.tolist()}"
+            )
 
     expect("all_reduce sum", funcol.all_reduce(mine, "sum", group), sum(inputs))
     expect("all_reduce max", funcol.all_reduce(mine, "max", group), torch.stack(inputs).amax(0))
@@ -156,7 +157,7 @@ class PythonForwardingGroup(dist.ProcessGroup):
         self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("inner", store), rank, size)
         self.calls: list[str] = []
 
-    def getBackendName(self) -> str:  # noqa: N802  (the ProcessGroup method name)
+    def getBackendName(self) -> str:
         return PY_BACKEND
 
     def _forward(self, name: str, method: str, *args: object) -> dist.Work:
@@ -229,8 +230,16 @@ def body_python_process_group(rank: int, world_size: int, port: int) -> list[str
         # group= a Python group beside a Gloo default group: its own methods run.
         pg = dist.new_group(everyone, backend=PY_BACKEND)
         failures += check_every_op(rank, pg, everyone, "group=python pg")
-        expected_calls = {"allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast",
-                          "reduce", "gather", "scatter"}
+        expected_calls = {
+            "allreduce",
+            "allgather",
+            "reduce_scatter",
+            "alltoall",
+            "broadcast",
+            "reduce",
+            "gather",
+            "scatter",
+        }
         if not expected_calls <= set(pg.calls):
             failures.append(f"rank {rank}: the Python group's methods ran {sorted(set(pg.calls))}")
         # Rank lists in a Gloo world keep running on c10d_func's own transport.
@@ -323,13 +332,21 @@ def body_async_collective_tensor(rank: int, world_size: int) -> list[str]:
 
     x = value_of(rank).requires_grad_()
     gathered = funcol.all_gather_tensor(x, 0, everyone)
-    check("an output that requires grad is an ACT that requires grad",
-          isinstance(gathered, funcol.AsyncCollectiveTensor) and gathered.requires_grad
-          and gathered.grad_fn is not None)
+    check(
+        "an output that requires grad is an ACT that requires grad",
+        isinstance(gathered, funcol.AsyncCollectiveTensor)
+        and gathered.requires_grad
+        and gathered.grad_fn is not None,
+    )
     (gathered * 2).sum().backward()
-    check(f"gradient through the ACT: {x.grad}", torch.equal(x.grad, torch.full_like(x, 2.0 * world_size)))
-    check("a wrapper made directly keeps requires_grad",
-          funcol.AsyncCollectiveTensor(x.detach().clone().requires_grad_()).requires_grad)
+    check(
+        f"gradient through the ACT: {x.grad}",
+        torch.equal(x.grad, torch.full_like(x, 2.0 * world_size)),
+    )
+    check(
+        "a wrapper made directly keeps requires_grad",
+        funcol.AsyncCollectiveTensor(x.detach().clone().requires_grad_()).requires_grad,
+    )
 
     # Every read that needs data waits first.
     reads = {
@@ -352,7 +369,9 @@ def body_async_collective_tensor(rank: int, world_size: int) -> list[str]:
     compiled = torch.compile(lambda t: (t * 3).sum(), fullgraph=True)
     act = funcol.all_reduce(value_of(rank), "sum", everyone)
     check("compiled on an ACT", torch.equal(compiled(act), (total * 3).sum()))
-    check("compiled then on a plain tensor", torch.equal(compiled(total.clone()), (total * 3).sum()))
+    check(
+        "compiled then on a plain tensor", torch.equal(compiled(total.clone()), (total * 3).sum())
+    )
 
     # wait_tensors, eager and compiled.
     pending = [funcol.all_reduce(value_of(rank), "sum", everyone) for _ in range(2)]
@@ -364,8 +383,10 @@ def body_async_collective_tensor(rank: int, world_size: int) -> list[str]:
         return funcol.wait_tensors([a, b])
 
     a, b = torch.compile(both, fullgraph=True)(value_of(rank))
-    check("compiled wait_tensors", torch.equal(a, total)
-          and torch.equal(b, torch.cat([value_of(r) for r in everyone])))
+    check(
+        "compiled wait_tensors",
+        torch.equal(a, total) and torch.equal(b, torch.cat([value_of(r) for r in everyone])),
+    )
     return failures
 
 
@@ -380,7 +401,10 @@ def test_async_collective_tensor_behaves_as_torchs(pool2):
 def test_fake_world_and_local_tensor_mode():
     program = os.path.join(TESTS_DIR, "programs", "fake_world.py")
     done = subprocess.run(
-        [sys.executable, program], capture_output=True, text=True, timeout=240,
+        [sys.executable, program],
+        capture_output=True,
+        text=True,
+        timeout=240,
         env={**os.environ, "PYTHONPATH": TESTS_DIR},
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

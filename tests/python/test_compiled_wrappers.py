@@ -113,7 +113,10 @@ def expected_outputs(rank: int, world_size: int, xs: list[torch.Tensor]) -> list
 
 
 def compare(
-    rank: int, world_size: int, outputs: tuple[torch.Tensor, ...], xs: list[torch.Tensor] | None = None
+    rank: int,
+    world_size: int,
+    outputs: tuple[torch.Tensor, ...],
+    xs: list[torch.Tensor] | None = None,
 ) -> list[str]:
     if xs is None:
         xs = [rank_input(r, world_size) for r in range(world_size)]
@@ -180,7 +183,12 @@ def test_every_collective_in_an_aoti_package(pool, tmp_path_factory):
 # ------------------------------------------------- the package run by C++ alone, no Python
 
 RUNNER = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "editable", "c10d_func_aoti_runner"
+    os.path.dirname(os.path.abspath(__file__)),
+    "..",
+    "..",
+    "build",
+    "editable",
+    "c10d_func_aoti_runner",
 )
 
 

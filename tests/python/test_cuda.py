@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from reference import MOVE_DTYPES, REDUCE_DTYPES, REDUCE_OPS, make_input, reduce_allowed
 from test_collectives import assert_no_failures
 from worker_pool import WorkerPool
@@ -67,7 +66,11 @@ def body_every_op_world_of_one(rank: int, world_size: int, tag: str) -> list[str
                 x = make_input(0, (4, 3), dtype, 1)
                 # A group of one reduces to the input itself (avg truncates nothing: n = 1).
                 same(f"all_reduce {op} {dtype}", wait(ops.all_reduce(x.to(dev), op, tag, *g)), x)
-                same(f"reduce_scatter {op} {dtype}", wait(ops.reduce_scatter_tensor(x.to(dev), op, tag, *g)), x)
+                same(
+                    f"reduce_scatter {op} {dtype}",
+                    wait(ops.reduce_scatter_tensor(x.to(dev), op, tag, *g)),
+                    x,
+                )
                 same(f"reduce {op} {dtype}", wait(ops.reduce(x.to(dev), op, 0, tag, *g)), x)
     for dtype in MOVE_DTYPES:
         x = make_input(0, (4, 3), dtype, 2)
@@ -81,7 +84,11 @@ def body_every_op_world_of_one(rank: int, world_size: int, tag: str) -> list[str
     ops.all_reduce_(x, "sum", tag, *g)
     ops.wait_tensor(x)
     same("all_reduce_", x, torch.arange(6.0))
-    backends = {g["backend"] for g in __import__("c10d_func").groups() if g["device"].startswith("cuda") and g["tag"] == tag}
+    backends = {
+        g["backend"]
+        for g in __import__("c10d_func").groups()
+        if g["device"].startswith("cuda") and g["tag"] == tag
+    }
     expected = {"nccl"} if tag == NCCL_TAG else {"local"}
     if backends != expected:
         failures.append(f"CUDA groups of tag {tag!r} use {backends}, expected {expected}")
@@ -136,7 +143,9 @@ def body_cuda_graph(rank: int, world_size: int) -> list[str]:
     dev = torch.device("cuda", 0)
     static_in = torch.zeros(1024, device=dev)
     tag = use_nccl()
-    ops.wait_tensor(ops.all_reduce(static_in, "sum", tag, [0], 1))  # communicator made outside capture
+    ops.wait_tensor(
+        ops.all_reduce(static_in, "sum", tag, [0], 1)
+    )  # communicator made outside capture
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
@@ -246,12 +255,22 @@ def body_bound_nccl_group_serves_cuda0(rank: int, world_size: int) -> list[str]:
     try:
         c10d_func.register_group(dist.group.WORLD, tag="bound")
         got = torch.ops.c10d_func.wait_tensor(
-            torch.ops.c10d_func.all_reduce(torch.full((4,), 3.0, device=dev), "sum", "bound", [0], 1))
+            torch.ops.c10d_func.all_reduce(
+                torch.full((4,), 3.0, device=dev), "sum", "bound", [0], 1
+            )
+        )
         if got.tolist() != [3.0] * 4:
             failures.append(f"bound group gave {got.tolist()}")
         # The group is bound for "cuda" (any index); the call on cuda:0 must use it, not form one.
-        entries = {(g["device"], g["origin"], g["backend"]) for g in c10d_func.groups() if g["tag"] == "bound"}
-        if not all(origin == "registered" for _, origin, _ in entries) or ("cuda", "registered", "nccl") not in entries:
+        entries = {
+            (g["device"], g["origin"], g["backend"])
+            for g in c10d_func.groups()
+            if g["tag"] == "bound"
+        }
+        if (
+            not all(origin == "registered" for _, origin, _ in entries)
+            or ("cuda", "registered", "nccl") not in entries
+        ):
             failures.append(f"tag 'bound' resolved to {entries}, expected only the bound groups")
     finally:
         dist.destroy_process_group()
@@ -281,7 +300,9 @@ def body_gloo_on_one_gpu(rank: int, world_size: int) -> list[str]:
     got = ops.wait_tensor(ops.permute(x, [1, 0], "", world, world_size))
     if got.cpu().tolist() != [float(2 - rank)] * 8:
         failures.append(f"permute over gloo on cuda: {got}")
-    backends = {g["backend"] for g in __import__("c10d_func").groups() if g["device"].startswith("cuda")}
+    backends = {
+        g["backend"] for g in __import__("c10d_func").groups() if g["device"].startswith("cuda")
+    }
     if backends != {"gloo"}:
         failures.append(f"expected the gloo transport, got {backends}")
     return failures

@@ -7,10 +7,9 @@ import os
 import time
 import uuid
 
+import c10d_func  # noqa: F401
 import pytest
 import torch
-
-import c10d_func  # noqa: F401
 from conftest import get_pool
 
 ops = torch.ops.c10d_func
@@ -33,7 +32,9 @@ STRUCTURE_CASES = {
         ["c10d_func.all_reduce", "bitwise reduce_op 'bxor'", "Float"],
     ),
     "max on complex": (
-        lambda d: ops.reduce_scatter_tensor(t(2, dtype=torch.complex64, device=d), "max", "", [0, 1], 2),
+        lambda d: ops.reduce_scatter_tensor(
+            t(2, dtype=torch.complex64, device=d), "max", "", [0, 1], 2
+        ),
         ["c10d_func.reduce_scatter_tensor", "'max' is not defined", "sum and avg only"],
     ),
     "avg on bool": (
@@ -70,7 +71,10 @@ STRUCTURE_CASES = {
     ),
     "split sizes of the wrong length": (
         lambda d: ops.all_to_all_single(t(4, device=d), [2, 2], [1, 1, 2], "", [0, 1], 2),
-        ["c10d_func.all_to_all_single", "'input_split_sizes' must have group_size (2) entries, got 3"],
+        [
+            "c10d_func.all_to_all_single",
+            "'input_split_sizes' must have group_size (2) entries, got 3",
+        ],
     ),
     "split sizes of the wrong sum": (
         lambda d: ops.all_to_all_single(t(4, device=d), [2, 2], [1, 1], "", [0, 1], 2),
@@ -155,7 +159,9 @@ def body_rank_outside_world(rank: int, world_size: int) -> str:
 
 def test_caller_not_in_ranks(pool4):
     for rank, message in enumerate(pool4.run(body_caller_not_in_ranks)):
-        assert f"c10d_func.all_reduce: the calling rank {rank} is not in argument 'ranks'" in message
+        assert (
+            f"c10d_func.all_reduce: the calling rank {rank} is not in argument 'ranks'" in message
+        )
 
 
 def test_rank_outside_the_world(pool2):

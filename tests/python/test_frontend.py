@@ -380,9 +380,9 @@ def body_async_semantics(rank: int, world_size: int) -> dict[str, Any]:
         z.completed,
         pending() - baseline,
     )
-    out["str"] = str(funcol.broadcast(torch.full((2,), float(rank)), 0, everyone, "act")).startswith(
-        "AsyncCollectiveTensor"
-    )
+    out["str"] = str(
+        funcol.broadcast(torch.full((2,), float(rank)), 0, everyone, "act")
+    ).startswith("AsyncCollectiveTensor")
     w = funcol.all_reduce(make_input(rank, (4, 6), torch.float32, 1), "sum", everyone, "act").wait()
     out["wait"] = (type(w).__name__, mismatch(w, expected, exact=True))
     s = funcol.all_reduce(torch.tensor([float(rank + 1)]), "sum", everyone, "act")
@@ -622,7 +622,9 @@ def test_bad_groups_get_clear_errors(group, error):
 def test_waiting_none_says_why():
     # out = all_reduce_(x, ...) returns nothing (torch's in-place op returns x).
     with pytest.raises(TypeError, match=r"wait_tensor: got None.*wait_tensor\(x\)"):
-        funcol.wait_tensor(torch.ops.c10d_func.all_reduce_(torch.ones(2, device="meta"), "sum", "", [0], 1))
+        funcol.wait_tensor(
+            torch.ops.c10d_func.all_reduce_(torch.ones(2, device="meta"), "sum", "", [0], 1)
+        )
 
 
 def test_bad_scatter_dims_get_clear_errors():

@@ -86,7 +86,10 @@ def body_all_reduce_coalesced(rank: int, world_size: int) -> list[str]:
 
     args = [full(rank, 4, 4), full(rank, 3)]
     (ar0, ar1), code = compiled_code(func, args)
-    problems = [mismatch(ar0[1], full(0, 3) + 42.5, True), mismatch(ar1[0], full(0, 4, 4) + 0.5, True)]
+    problems = [
+        mismatch(ar0[1], full(0, 3) + 42.5, True),
+        mismatch(ar1[0], full(0, 4, 4) + 0.5, True),
+    ]
     calls = re.findall(r"all_reduce_coalesced_\.default\(\[(buf\d+), (buf\d+)\]", code)
     if len(calls) != 2:
         problems.append(f"expected two all_reduce_coalesced_ on inductor buffers, found {calls}")
@@ -116,7 +119,9 @@ def body_inplace_on_view_and_reuse(rank: int, world_size: int) -> list[str]:
     problems += [mismatch(b1, arg @ ref0, False), mismatch(b2, arg @ (arg @ ref0), False)]
     buf = reinplaced_buffers(code, "all_reduce_")
     if buf:
-        problems += in_order(code, rf"all_reduce_\.default\({buf[0]}", rf"= {buf[0]}; del {buf[0]}  # reuse")
+        problems += in_order(
+            code, rf"all_reduce_\.default\({buf[0]}", rf"= {buf[0]}; del {buf[0]}  # reuse"
+        )
     else:
         problems.append("no all_reduce_ on an inductor buffer")
     return problems

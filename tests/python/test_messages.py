@@ -121,7 +121,9 @@ def test_a_message_involves_its_two_members_only(pool4):
 # ------------------------------------------------------------------------------- compiled
 
 
-def ring_step(x: torch.Tensor, everyone: list[int], rank_left: int, rank_right: int) -> torch.Tensor:
+def ring_step(
+    x: torch.Tensor, everyone: list[int], rank_left: int, rank_right: int
+) -> torch.Tensor:
     # Rank-independent by taking the neighbours as group indices computed outside.
     h = x * 2 + 1
     sent, received = c10d_func.batch_p2p_ops(

@@ -4,11 +4,10 @@ no world."""
 
 from __future__ import annotations
 
+import c10d_func
 import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
-
-import c10d_func
 
 ops = torch.ops.c10d_func
 # From the native module's one list of operators, so a new op is checked without being named here.
@@ -38,7 +37,10 @@ SHAPE_CASES = {
     "all_gather 0-d": (lambda: ops.all_gather_into_tensor(meta(), "", *R4), (2,)),
     "reduce_scatter": (lambda: ops.reduce_scatter_tensor(meta(4, 5), "avg", "", *R4), (2, 5)),
     "all_to_all even": (lambda: ops.all_to_all_single(meta(4, 5), None, None, "", *R4), (4, 5)),
-    "all_to_all uneven": (lambda: ops.all_to_all_single(meta(4, 5), [1, 6], [3, 1], "", *R4), (7, 5)),
+    "all_to_all uneven": (
+        lambda: ops.all_to_all_single(meta(4, 5), [1, 6], [3, 1], "", *R4),
+        (7, 5),
+    ),
     "broadcast": (lambda: ops.broadcast(meta(3, 2), 1, "", *R4), (3, 2)),
     "reduce": (lambda: ops.reduce(meta(3, 2), "max", 0, "", *R4), (3, 2)),
     "gather": (lambda: ops.gather(meta(3, 2), 1, "", *R4), (6, 2)),
@@ -58,14 +60,18 @@ def test_meta_shapes(case):
     assert out.is_contiguous()
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.int8, torch.complex64, torch.float8_e5m2, torch.bool])
+@pytest.mark.parametrize(
+    "dtype", [torch.bfloat16, torch.int8, torch.complex64, torch.float8_e5m2, torch.bool]
+)
 def test_meta_keeps_the_dtype(dtype):
     assert ops.all_gather_into_tensor(meta(2, dtype=dtype), "", [0, 1], 2).dtype == dtype
     assert ops.permute(meta(2, dtype=dtype), [1, 0], "", [0, 1], 2).dtype == dtype
 
 
 def test_meta_coalesced_and_inplace():
-    outs = ops.all_gather_into_tensor_coalesced([meta(2, 3), meta(1, dtype=torch.int64)], "", [0, 1], 2)
+    outs = ops.all_gather_into_tensor_coalesced(
+        [meta(2, 3), meta(1, dtype=torch.int64)], "", [0, 1], 2
+    )
     assert [tuple(o.shape) for o in outs] == [(4, 3), (2,)]
     outs = ops.reduce_scatter_tensor_coalesced([meta(4, 3), meta(2)], "sum", "", [0, 1], 2)
     assert [tuple(o.shape) for o in outs] == [(2, 3), (1,)]
@@ -95,10 +101,16 @@ def test_every_op_has_an_inductor_lowering():
 
 def traced(group_size: int):
     def fn(x, splits_source):
-        gathered = ops.wait_tensor(ops.all_gather_into_tensor(x, "", list(range(group_size)), group_size))
-        scattered = ops.wait_tensor(ops.reduce_scatter_tensor(gathered, "sum", "", list(range(group_size)), group_size))
+        gathered = ops.wait_tensor(
+            ops.all_gather_into_tensor(x, "", list(range(group_size)), group_size)
+        )
+        scattered = ops.wait_tensor(
+            ops.reduce_scatter_tensor(gathered, "sum", "", list(range(group_size)), group_size)
+        )
         n = splits_source.shape[0]
-        moved = ops.wait_tensor(ops.all_to_all_single(x, [n, x.shape[0] - n], [n, x.shape[0] - n], "", [0, 1], 2))
+        moved = ops.wait_tensor(
+            ops.all_to_all_single(x, [n, x.shape[0] - n], [n, x.shape[0] - n], "", [0, 1], 2)
+        )
         return gathered, scattered, moved
 
     return fn
@@ -111,7 +123,9 @@ def test_symbolic_tracing_needs_no_world_and_keeps_shapes_symbolic():
     gathered, scattered, moved = (node.meta["val"] for node in outputs)
     assert str(gathered.shape[0]) == "4*s0" or "4" in str(gathered.shape[0])
     assert gathered.shape[0].node.expr.free_symbols  # symbolic, not specialised
-    assert str(scattered.shape[0]) == str(graph.graph.find_nodes(op="placeholder")[0].meta["val"].shape[0])
+    assert str(scattered.shape[0]) == str(
+        graph.graph.find_nodes(op="placeholder")[0].meta["val"].shape[0]
+    )
     assert moved.shape[0].node.expr.free_symbols
     targets = {str(n.target) for n in graph.graph.nodes if n.op == "call_function"}
     assert {"c10d_func.all_gather_into_tensor.default", "c10d_func.wait_tensor.default"} <= targets

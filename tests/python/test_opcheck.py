@@ -19,10 +19,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from conftest import get_pool
 
-ALL_CHECKS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+ALL_CHECKS = (
+    "test_schema",
+    "test_autograd_registration",
+    "test_faketensor",
+    "test_aot_dispatch_dynamic",
+)
 # SchemaCheckMode names the first argument "input" whatever the schema calls it.
 WAIT_SCHEMA_REFUSAL = "Argument input is not defined to alias output but was aliasing"
 
@@ -47,14 +51,42 @@ def samples(rank: int, world_size: int, requires_grad: bool) -> list[tuple[str, 
         ("all_reduce avg", ops.all_reduce.default, (t(4), "avg", "", *group)),
         ("all_reduce MAX", ops.all_reduce.default, (t(2, 3), "MAX", "", *group)),
         ("all_reduce Product", ops.all_reduce.default, (t(5), "Product", "", *group)),
-        ("all_reduce_coalesced", ops.all_reduce_coalesced.default, ([t(3), t(2, 2)], "sum", "", *group)),
+        (
+            "all_reduce_coalesced",
+            ops.all_reduce_coalesced.default,
+            ([t(3), t(2, 2)], "sum", "", *group),
+        ),
         ("all_gather_into_tensor", ops.all_gather_into_tensor.default, (t(2, 3), "", *group)),
-        ("all_gather_into_tensor_coalesced", ops.all_gather_into_tensor_coalesced.default, ([t(2), t(1, 3)], "", *group)),
-        ("reduce_scatter_tensor", ops.reduce_scatter_tensor.default, (t(2 * n, 3), "sum", "", *group)),
-        ("reduce_scatter_tensor avg", ops.reduce_scatter_tensor.default, (t(n, 2), "AVG", "", *group)),
-        ("reduce_scatter_tensor_coalesced", ops.reduce_scatter_tensor_coalesced.default, ([t(n), t(2 * n, 2)], "sum", "", *group)),
-        ("all_to_all_single even", ops.all_to_all_single.default, (t(2 * n, 3), None, None, "", *group)),
-        ("all_to_all_single splits", ops.all_to_all_single.default, (t(n, 2), [1] * n, [1] * n, "", *group)),
+        (
+            "all_gather_into_tensor_coalesced",
+            ops.all_gather_into_tensor_coalesced.default,
+            ([t(2), t(1, 3)], "", *group),
+        ),
+        (
+            "reduce_scatter_tensor",
+            ops.reduce_scatter_tensor.default,
+            (t(2 * n, 3), "sum", "", *group),
+        ),
+        (
+            "reduce_scatter_tensor avg",
+            ops.reduce_scatter_tensor.default,
+            (t(n, 2), "AVG", "", *group),
+        ),
+        (
+            "reduce_scatter_tensor_coalesced",
+            ops.reduce_scatter_tensor_coalesced.default,
+            ([t(n), t(2 * n, 2)], "sum", "", *group),
+        ),
+        (
+            "all_to_all_single even",
+            ops.all_to_all_single.default,
+            (t(2 * n, 3), None, None, "", *group),
+        ),
+        (
+            "all_to_all_single splits",
+            ops.all_to_all_single.default,
+            (t(n, 2), [1] * n, [1] * n, "", *group),
+        ),
         ("broadcast", ops.broadcast.default, (t(3), 0, "", *group)),
         ("reduce", ops.reduce.default, (t(2, 2), "sum", n - 1, "", *group)),
         ("gather", ops.gather.default, (t(2, 3), 0, "", *group)),
@@ -68,11 +100,29 @@ def samples(rank: int, world_size: int, requires_grad: bool) -> list[tuple[str, 
         # these are checked as the mutating ops they are.
         out += [
             ("all_reduce_", ops.all_reduce_.default, (t(3, 2), "sum", "", *group)),
-            ("all_reduce_ int", ops.all_reduce_.default, (torch.arange(6) + rank, "bxor", "", *group)),
+            (
+                "all_reduce_ int",
+                ops.all_reduce_.default,
+                (torch.arange(6) + rank, "bxor", "", *group),
+            ),
             ("broadcast_", ops.broadcast_.default, (t(4), n - 1, "", *group)),
-            ("all_reduce_coalesced_", ops.all_reduce_coalesced_.default, ([t(3), t(2, 2)], "max", "", *group)),
-            ("all_gather_into_tensor_out", ops.all_gather_into_tensor_out.default, (t(2, 3), "", *group), {"out": t(2 * n, 3)}),
-            ("reduce_scatter_tensor_out", ops.reduce_scatter_tensor_out.default, (t(2 * n, 3), "sum", "", *group), {"out": t(2, 3)}),
+            (
+                "all_reduce_coalesced_",
+                ops.all_reduce_coalesced_.default,
+                ([t(3), t(2, 2)], "max", "", *group),
+            ),
+            (
+                "all_gather_into_tensor_out",
+                ops.all_gather_into_tensor_out.default,
+                (t(2, 3), "", *group),
+                {"out": t(2 * n, 3)},
+            ),
+            (
+                "reduce_scatter_tensor_out",
+                ops.reduce_scatter_tensor_out.default,
+                (t(2 * n, 3), "sum", "", *group),
+                {"out": t(2, 3)},
+            ),
         ]
     if n > 1 and not requires_grad:
         # Messages are not differentiable, as torch's are not: backward raises torch's
@@ -80,11 +130,13 @@ def samples(rank: int, world_size: int, requires_grad: bool) -> list[tuple[str, 
         # sends to and receives from its right and left neighbours, so each rank runs as many
         # sends as its peers run receives, whatever opcheck repeats.
         right, left = (rank + 1) % n, (rank - 1) % n
-        out.append((
-            "batch_p2p_ops",
-            ops.batch_p2p_ops.default,
-            (["isend", "irecv"], [right, left], [0, 0], [t(3, 2), t(3, 2)], "", *group),
-        ))
+        out.append(
+            (
+                "batch_p2p_ops",
+                ops.batch_p2p_ops.default,
+                (["isend", "irecv"], [right, left], [0, 0], [t(3, 2), t(3, 2)], "", *group),
+            )
+        )
     return out
 
 
@@ -112,8 +164,10 @@ def test_opcheck_every_op(world_size, requires_grad):
             for check, outcome in checks.items():
                 if label in ("wait_tensor", "wait_tensors") and check == "test_schema":
                     if WAIT_SCHEMA_REFUSAL not in outcome:
-                        failures.append(f"rank {rank} {label} test_schema: expected the "
-                                        f"documented refusal, got {outcome}")
+                        failures.append(
+                            f"rank {rank} {label} test_schema: expected the "
+                            f"documented refusal, got {outcome}"
+                        )
                 elif outcome != "SUCCESS":
                     failures.append(f"rank {rank} {label} {check}: {outcome}")
     assert not failures, "\n".join(failures)

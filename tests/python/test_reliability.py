@@ -12,10 +12,9 @@ import sys
 import threading
 import uuid
 
+import c10d_func
 import pytest
 import torch
-
-import c10d_func
 from conftest import get_pool
 from worker_pool import WorkerPool, finish_ranks, launch_ranks
 
@@ -70,7 +69,9 @@ def body_threads_first_use(rank: int, world_size: int, run: str, threads: int):
             total = []
             for step in range(3):
                 x = torch.full((8,), float(rank + 1 + 10 * i + 100 * step))
-                total.append(ops.wait_tensor(ops.all_reduce(x, "sum", tag, ranks, world_size))[0].item())
+                total.append(
+                    ops.wait_tensor(ops.all_reduce(x, "sum", tag, ranks, world_size))[0].item()
+                )
             results[i] = total
         except BaseException as error:  # noqa: BLE001 - reported to the test
             errors.append(f"thread {i}: {error}")
@@ -163,10 +164,17 @@ STRESS_OPS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broad
 
 
 def stress_input(member: int, thread: int, step: int, rows: int) -> torch.Tensor:
-    return torch.arange(rows * 3, dtype=torch.float64).reshape(rows, 3) + 1000 * member + 10 * thread + step
+    return (
+        torch.arange(rows * 3, dtype=torch.float64).reshape(rows, 3)
+        + 1000 * member
+        + 10 * thread
+        + step
+    )
 
 
-def stress_expected(op: str, members: int, me: int, thread: int, step: int, rows: int) -> torch.Tensor:
+def stress_expected(
+    op: str, members: int, me: int, thread: int, step: int, rows: int
+) -> torch.Tensor:
     xs = [stress_input(m, thread, step, rows) for m in range(members)]
     if op == "all_reduce":
         return sum(xs)

@@ -8,26 +8,29 @@ from __future__ import annotations
 
 import os
 import sys
-import time
-
-import pytest
-import torch
 
 import c10d_func
-from worker_pool import WorkerPool, finish_ranks as finish, launch_ranks
+import pytest
+import torch
+from worker_pool import WorkerPool, launch_ranks
+from worker_pool import finish_ranks as finish
 
 ops = torch.ops.c10d_func
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def launch(program: str, world_size: int, *args: str, env: dict[str, str] | None = None):
-    return launch_ranks([sys.executable, os.path.join(HERE, "programs", program), *args], world_size, env)
+    return launch_ranks(
+        [sys.executable, os.path.join(HERE, "programs", program), *args], world_size, env
+    )
 
 
 def segments_of(pids) -> list[str]:
     """The /dev/shm entries this library names after a process (rank 0 creates them)."""
     names = os.listdir("/dev/shm") if os.path.isdir("/dev/shm") else []
-    return [n for n in names if n.startswith("c10d_func_") and any(n.endswith(f"_{p}") for p in pids)]
+    return [
+        n for n in names if n.startswith("c10d_func_") and any(n.endswith(f"_{p}") for p in pids)
+    ]
 
 
 def test_a_member_killed_mid_collective_fails_the_others_naming_it():
@@ -61,8 +64,12 @@ def setup_two_hosts(rank: int, world_size: int) -> None:
 def body_chunks_across_hosts(rank: int, world_size: int):
     everyone = list(range(world_size))
     results = {
-        "pairs": ops.wait_tensor(ops.all_reduce(torch.full((3,), float(rank)), "sum", "", everyone, 2)).tolist(),
-        "world": ops.wait_tensor(ops.all_reduce(torch.full((3,), float(rank)), "sum", "", everyone, 4)).tolist(),
+        "pairs": ops.wait_tensor(
+            ops.all_reduce(torch.full((3,), float(rank)), "sum", "", everyone, 2)
+        ).tolist(),
+        "world": ops.wait_tensor(
+            ops.all_reduce(torch.full((3,), float(rank)), "sum", "", everyone, 4)
+        ).tolist(),
     }
     backends = {tuple(g["ranks"]): g["backend"] for g in c10d_func.groups() if g["tag"] == ""}
     c10d_func.set_transport("shm", "cpu", tag="only-shm")
@@ -75,7 +82,9 @@ def body_chunks_across_hosts(rank: int, world_size: int):
 
 
 def test_chunks_spanning_hosts_pick_gloo():
-    pool = WorkerPool(4, env={"C10D_FUNC_TEST_SETUP": "test_shm:setup_two_hosts", "C10D_FUNC_TIMEOUT": "30"})
+    pool = WorkerPool(
+        4, env={"C10D_FUNC_TEST_SETUP": "test_shm:setup_two_hosts", "C10D_FUNC_TIMEOUT": "30"}
+    )
     try:
         answers = pool.run(body_chunks_across_hosts, timeout=120)
     finally:
@@ -123,7 +132,9 @@ def body_different_reductions(rank: int, world_size: int, op: str, numel: int) -
         if op == "all_reduce":
             out = ops.all_reduce(x, asked[rank != 0], f"mixed-{op}-{numel}", ranks, world_size)
         else:
-            out = ops.reduce_scatter_tensor(x, asked[rank != 0], f"mixed-{op}-{numel}", ranks, world_size)
+            out = ops.reduce_scatter_tensor(
+                x, asked[rank != 0], f"mixed-{op}-{numel}", ranks, world_size
+            )
         ops.wait_tensor(out)
         return "no error"
     except RuntimeError as error:
@@ -138,7 +149,9 @@ def test_members_asking_for_different_reductions_fail(pool2, op, numel):
         assert "reduction" in message, message
 
 
-SMALL_CHUNKS = {"C10D_FUNC_SHM_CHUNK_BYTES": "131072"}  # 128 KiB slots: many chunks, sliced reductions
+SMALL_CHUNKS = {
+    "C10D_FUNC_SHM_CHUNK_BYTES": "131072"
+}  # 128 KiB slots: many chunks, sliced reductions
 
 
 def member_input(member: int, n: int, dtype: torch.dtype) -> torch.Tensor:
@@ -157,40 +170,90 @@ def body_large_messages(rank: int, world_size: int) -> list[str]:
     def check(what, got, want):
         if not torch.equal(got, want):
             bad = (got != want).nonzero()[:3].flatten()
-            failures.append(f"{what}: mismatch at {bad.tolist()}: {got[bad].tolist()} vs {want[bad].tolist()}")
+            failures.append(
+                f"{what}: mismatch at {bad.tolist()}: {got[bad].tolist()} vs {want[bad].tolist()}"
+            )
 
-    for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.int32, torch.int16, torch.uint8):
+    for dtype in (
+        torch.float32,
+        torch.float64,
+        torch.bfloat16,
+        torch.int32,
+        torch.int16,
+        torch.uint8,
+    ):
         xs = [member_input(m, n, dtype) for m in ranks]
         wide = [x.to(torch.float64) for x in xs]
         for op in ("sum", "max", "min"):
-            want = {"sum": sum(wide), "max": torch.stack(wide).amax(0), "min": torch.stack(wide).amin(0)}[op]
+            want = {
+                "sum": sum(wide),
+                "max": torch.stack(wide).amax(0),
+                "min": torch.stack(wide).amin(0),
+            }[op]
             got = ops.wait_tensor(ops.all_reduce(xs[rank], op, "big", ranks, world_size))
-            check(f"all_reduce {op} {dtype}", got.to(torch.float64), want.to(dtype).to(torch.float64))
-        scattered = ops.wait_tensor(ops.reduce_scatter_tensor(xs[rank][: rows * world_size], "sum", "big", ranks, world_size))
+            check(
+                f"all_reduce {op} {dtype}", got.to(torch.float64), want.to(dtype).to(torch.float64)
+            )
+        scattered = ops.wait_tensor(
+            ops.reduce_scatter_tensor(
+                xs[rank][: rows * world_size], "sum", "big", ranks, world_size
+            )
+        )
         want = sum(w[: rows * world_size] for w in wide).to(dtype).chunk(world_size)[rank]
         check(f"reduce_scatter {dtype}", scattered, want)
     x = member_input(rank, n, torch.float32)
     inplace = x.clone()
     ops.all_reduce_(inplace, "sum", "big", ranks, world_size)
-    check("all_reduce_ in place", ops.wait_tensor(inplace), sum(member_input(m, n, torch.float32) for m in ranks))
-    check("all_gather", ops.wait_tensor(ops.all_gather_into_tensor(x, "big", ranks, world_size)),
-          torch.cat([member_input(m, n, torch.float32) for m in ranks]))
-    check("broadcast", ops.wait_tensor(ops.broadcast(x, world_size - 1, "big", ranks, world_size)),
-          member_input(world_size - 1, n, torch.float32))
+    check(
+        "all_reduce_ in place",
+        ops.wait_tensor(inplace),
+        sum(member_input(m, n, torch.float32) for m in ranks),
+    )
+    check(
+        "all_gather",
+        ops.wait_tensor(ops.all_gather_into_tensor(x, "big", ranks, world_size)),
+        torch.cat([member_input(m, n, torch.float32) for m in ranks]),
+    )
+    check(
+        "broadcast",
+        ops.wait_tensor(ops.broadcast(x, world_size - 1, "big", ranks, world_size)),
+        member_input(world_size - 1, n, torch.float32),
+    )
     gathered = ops.wait_tensor(ops.gather(x, 0, "big", ranks, world_size))
     if rank == 0:
         check("gather", gathered, torch.cat([member_input(m, n, torch.float32) for m in ranks]))
     source = member_input(1, n * world_size, torch.float32)
-    check("scatter", ops.wait_tensor(ops.scatter(source if rank == 1 else torch.zeros_like(source), 1, "big", ranks, world_size)),
-          source.chunk(world_size)[rank])
+    check(
+        "scatter",
+        ops.wait_tensor(
+            ops.scatter(
+                source if rank == 1 else torch.zeros_like(source), 1, "big", ranks, world_size
+            )
+        ),
+        source.chunk(world_size)[rank],
+    )
+
     # Uneven all_to_all: member s sends (s + d + 1) * 1500 rows of 2 to member d.
     def sent(s, d):
         return (s + d + 1) * 1500
+
     def block(s, d):
         start = sum(sent(s, k) for k in range(d))
-        return member_input(s, 2 * sum(sent(s, k) for k in ranks), torch.float32).view(-1, 2)[start : start + sent(s, d)]
+        return member_input(s, 2 * sum(sent(s, k) for k in ranks), torch.float32).view(-1, 2)[
+            start : start + sent(s, d)
+        ]
+
     mine = member_input(rank, 2 * sum(sent(rank, k) for k in ranks), torch.float32).view(-1, 2)
-    got = ops.wait_tensor(ops.all_to_all_single(mine, [sent(s, rank) for s in ranks], [sent(rank, d) for d in ranks], "big", ranks, world_size))
+    got = ops.wait_tensor(
+        ops.all_to_all_single(
+            mine,
+            [sent(s, rank) for s in ranks],
+            [sent(rank, d) for d in ranks],
+            "big",
+            ranks,
+            world_size,
+        )
+    )
     check("all_to_all uneven", got, torch.cat([block(s, rank) for s in ranks]))
     backends = {g["backend"] for g in c10d_func.groups() if g["tag"] == "big"}
     if backends != {"shm"}:

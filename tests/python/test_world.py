@@ -7,11 +7,10 @@ import gc
 import os
 import time
 
+import c10d_func
 import pytest
 import torch
 import torch.distributed as dist
-
-import c10d_func
 from worker_pool import WorkerPool, free_port
 
 ops = torch.ops.c10d_func
@@ -19,7 +18,9 @@ ops = torch.ops.c10d_func
 
 def summed(rank: int, world_size: int, tag: str = "") -> list[float]:
     x = torch.full((3,), float(rank + 1))
-    return ops.wait_tensor(ops.all_reduce(x, "sum", tag, list(range(world_size)), world_size)).tolist()
+    return ops.wait_tensor(
+        ops.all_reduce(x, "sum", tag, list(range(world_size)), world_size)
+    ).tolist()
 
 
 def expected_sum(world_size: int) -> list[float]:
@@ -34,8 +35,13 @@ def body_env_world(rank: int, world_size: int):
 def test_env_world_needs_no_init_process_group(pool):
     for rank, (out, world, initialised) in enumerate(pool.run(body_env_world)):
         assert out == expected_sum(pool.world_size)
-        assert world == {"rank": rank, "world_size": pool.world_size, "origin": "env://",
-                         "delegated": False, "per_thread": False}
+        assert world == {
+            "rank": rank,
+            "world_size": pool.world_size,
+            "origin": "env://",
+            "delegated": False,
+            "per_thread": False,
+        }
         assert not initialised
 
 
@@ -45,7 +51,9 @@ def body_two_tags(rank: int, world_size: int):
     b = ops.all_reduce(torch.full((2,), 10.0 * (rank + 1)), "max", "tag-b", ranks, world_size)
     c = ops.all_reduce(torch.full((2,), 2.0), "product", "tag-a", ranks, world_size)
     results = [ops.wait_tensor(x).tolist() for x in (b, a, c)]
-    tags = sorted(g["tag"] for g in c10d_func.groups() if g["ranks"] == ranks and g["tag"].startswith("tag-"))
+    tags = sorted(
+        g["tag"] for g in c10d_func.groups() if g["ranks"] == ranks and g["tag"].startswith("tag-")
+    )
     return results, tags
 
 
@@ -108,7 +116,9 @@ def body_chunks_of_one_are_local(rank: int, world_size: int):
     pending = c10d_func._C.pending_count() - before
     x.add_(100)  # the outputs must not alias or lag behind the input
     values = {name: ops.wait_tensor(out).tolist() for name, out in outs.items()}
-    backends = {(g["ranks"] == [rank], g["backend"]) for g in c10d_func.groups() if g["tag"] == "solo"}
+    backends = {
+        (g["ranks"] == [rank], g["backend"]) for g in c10d_func.groups() if g["tag"] == "solo"
+    }
     return pending, values, backends
 
 
@@ -127,7 +137,9 @@ def body_binding_after_first_use(rank: int, world_size: int):
     pg = dist.new_group(list(range(world_size)), backend="gloo")
     c10d_func.register_group(pg, tag="late")
     second = summed(rank, world_size, "late")
-    origins = sorted(g["origin"] for g in c10d_func.groups() if g["tag"] == "late" and g["device"] == "cpu")
+    origins = sorted(
+        g["origin"] for g in c10d_func.groups() if g["tag"] == "late" and g["device"] == "cpu"
+    )
     return first, second, origins
 
 
@@ -139,7 +151,9 @@ def setup_default_group(rank: int, world_size: int) -> None:
 
 
 def setup_explicit_init(rank: int, world_size: int) -> None:
-    store = dist.TCPStore("127.0.0.1", int(os.environ["C10D_FUNC_TEST_PORT"]), world_size, rank == 0)
+    store = dist.TCPStore(
+        "127.0.0.1", int(os.environ["C10D_FUNC_TEST_PORT"]), world_size, rank == 0
+    )
     c10d_func.init(store, rank, world_size)
 
 
@@ -199,7 +213,12 @@ def test_world_from_an_explicit_init():
     try:
         for rank, (out, world) in enumerate(pool.run(body_explicit)):
             assert out == expected_sum(2)
-            assert world == {"rank": rank, "world_size": 2, "origin": "init",
-                             "delegated": False, "per_thread": False}
+            assert world == {
+                "rank": rank,
+                "world_size": 2,
+                "origin": "init",
+                "delegated": False,
+                "per_thread": False,
+            }
     finally:
         pool.close()

@@ -79,8 +79,8 @@ def _worker_main(rank: int, world_size: int, env: dict[str, str], conn: Any) -> 
     sys.path.insert(0, TESTS_DIR)
     import importlib
 
-    import torch  # noqa: F401
     import c10d_func  # noqa: F401
+    import torch  # noqa: F401
 
     setup = env.get("C10D_FUNC_TEST_SETUP")
     if setup:
@@ -129,7 +129,11 @@ class WorkerPool:
         self.broken = False
 
     def run(
-        self, fn: Callable[..., Any], *args: Any, timeout: float = DEFAULT_CALL_TIMEOUT, **kwargs: Any
+        self,
+        fn: Callable[..., Any],
+        *args: Any,
+        timeout: float = DEFAULT_CALL_TIMEOUT,
+        **kwargs: Any,
     ) -> list[Any]:
         """Runs fn(rank, world_size, *args, **kwargs) on every rank; returns results by rank."""
         if self.broken:

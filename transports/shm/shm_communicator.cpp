@@ -14,14 +14,11 @@
 // all-gather: each member reduces 1/n of the data). Reductions run ATen's vectorised kernels
 // over views of the slots, with the dtype staging every transport shares.
 //
-// Barrier: a member publishes the step it reached, then waits for every other member to reach
-// it: spinning briefly, then yielding, then sleeping on the member's futex word (so hosts with
-// more ranks than cores are not starved). A sleeping waiter wakes every 10 ms to check whether
-// the member it waits for is still alive (its pid) and whether C10D_FUNC_TIMEOUT has passed; a
-// dead or missing member fails the collective on the others, naming its rank, and the
-// communicator refuses further use. At the first barrier of every collective the members compare
-// which collective they are in (op, dtype, size, root), so members in different collectives
-// fail instead of exchanging the wrong data.
+// Large messages (over 256 KiB) and every all_to_all take the direct path instead
+// (shm_direct.h): members read each other's tensors in place in symmetric memory, the segment's
+// per-member regions, from which the outputs of large collectives and the snapshots of queued
+// collectives' inputs are allocated (symmetric_pool.h). The slots serve small messages, and
+// large ones when a member's pool is full. Barriers, announcements and failures: shm_members.h.
 //
 // Progress: collectives run in issue order. One that is small (<= 256 KiB) when nothing is queued
 // runs inside the call and is complete when the op returns; others are queued to the
@@ -34,11 +31,13 @@
 #include <ATen/ATen.h>
 
 #include "transports/reduction_staging.h"
+#include "transports/shm/shm_direct.h"
 #include "transports/shm/shm_formation.h"
 #include "transports/shm/shm_layout.h"
+#include "transports/shm/shm_members.h"
 #include "transports/shm/shm_reduce.h"
 #include "transports/shm/shm_segment.h"
-#include "transports/shm/snapshot_pool.h"
+#include "transports/shm/symmetric_pool.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -63,15 +62,17 @@ using namespace shm;  // the segment's layout and codes (shm_layout.h)
 class ShmCommunicator final : public Communicator {
  public:
   ShmCommunicator(SharedSegment segment, const Rendezvous& rendezvous)
-      : segment_(std::move(segment)),
+      : segment_(std::make_shared<SharedSegment>(std::move(segment))),
         rank_(rendezvous.rank),
         size_(rendezvous.size),
-        members_(rendezvous.members),
-        group_(rendezvous.group),
-        timeout_(rendezvous.timeout) {
-    const auto* header = reinterpret_cast<const Header*>(segment_.base());
+        sync_(*this, segment_->base(), rendezvous) {
+    const auto* header = reinterpret_cast<const Header*>(segment_->base());
     chunk_ = header->chunk_bytes;
-    data_ = segment_.base() + data_offset(size_);
+    data_ = segment_->base() + data_offset(size_);
+    region_bytes_ = header->region_bytes;
+    pool_ = std::make_shared<SymmetricPool>(
+        segment_, regions_offset(size_, chunk_) + rank_ * region_bytes_, region_bytes_);
+    direct_ = std::make_unique<DirectCollectives>(sync_, pool_);
   }
 
   ~ShmCommunicator() override {
@@ -97,7 +98,46 @@ class ShmCommunicator final : public Communicator {
     return !can_run_inline(static_cast<size_t>(bytes));
   }
 
-  at::Tensor snapshot(const at::Tensor& input) override { return snapshots_->copy_of(input); }
+  // A tensor the user allocated in symmetric memory is read where it lies
+  // (docs/symmetric_memory.md: it must not be written until the collective is waited); anything
+  // else is copied into a block of the pool, which the direct path then reads in place.
+  at::Tensor snapshot(const at::Tensor& input) override {
+    if (pool_->is_user_owned(input) && input.is_contiguous()) {
+      return input;
+    }
+    if (auto copy = pool_->allocate(input.sizes(), input.options(), /*user_owned=*/false)) {
+      copy->copy_(input);
+      return *copy;
+    }
+    return input.clone(at::MemoryFormat::Contiguous);
+  }
+
+  // Outputs of large collectives live in symmetric memory: the members write them in place.
+  at::Tensor new_output(at::IntArrayRef sizes, const at::TensorOptions& options) override {
+    if (c10::multiply_integers(sizes) * options.dtype().itemsize() > kInlineBytes) {
+      if (auto output = pool_->allocate(sizes, options, /*user_owned=*/false)) {
+        return *output;
+      }
+    }
+    return at::empty(sizes, options);
+  }
+
+  at::Tensor new_symmetric(at::IntArrayRef sizes, const at::TensorOptions& options) override {
+    if (auto tensor = pool_->allocate(sizes, options, /*user_owned=*/true)) {
+      return *tensor;
+    }
+    return at::empty(sizes, options);
+  }
+
+  std::vector<std::pair<std::string, int64_t>> memory_stats() const override {
+    const PoolStats stats = pool_->stats();
+    return {{"region_bytes", static_cast<int64_t>(region_bytes_)},
+            {"reserved_bytes", stats.reserved_bytes},
+            {"in_use_bytes", stats.in_use_bytes},
+            {"allocations", stats.allocations},
+            {"reuses", stats.reuses},
+            {"fallbacks", stats.fallbacks}};
+  }
 
   Completion all_reduce(const at::Tensor& buffer, ReduceOp reduce_op) override {
     return all_reduce_into(buffer, buffer, reduce_op);
@@ -112,7 +152,8 @@ class ShmCommunicator final : public Communicator {
     const bool in_call = can_run_inline(nbytes(output));
     at::Tensor source = in_call || input.is_same(output) ? input : snapshot(input);
     const bool converts = staged_as_copy(output.scalar_type());
-    return submit("all_reduce", nbytes(output), [this, output, source, reduce_op, converts] {
+    const bool direct = goes_direct(nbytes(output));
+    return submit("all_reduce", nbytes(output), [=, this] {
       at::AutoDispatchBelowADInplaceOrView below;
       if (converts) {  // int16, unsigned, bool: widen into a wire copy, reduce it, copy back
         if (!source.is_same(output)) {
@@ -126,6 +167,10 @@ class ShmCommunicator final : public Communicator {
       auto staged = stage_reduction(output, reduce_op, false);
       const at::Tensor wire_in =
           c10::isComplexType(source.scalar_type()) ? at::view_as_real(source) : source;
+      if (direct &&
+          direct_->all_reduce(staged.wire, wire_in, staged.wire_op, reduce_op, staged.divide)) {
+        return;  // divided piece by piece, and the wire is the output (or its real view)
+      }
       reduce_all(staged.wire, wire_in, staged.wire_op, reduce_op);
       if (staged.needs_finish()) {
         staged.finish(output, size_);
@@ -141,7 +186,11 @@ class ShmCommunicator final : public Communicator {
     if (input.numel() == 0) {
       return completed();
     }
-    return submit("all_gather", nbytes(output), [this, output, input] {
+    const bool direct = goes_direct(nbytes(input));
+    return submit("all_gather", nbytes(output), [this, output, input, direct] {
+      if (direct && direct_->all_gather(output, input)) {
+        return;
+      }
       const size_t total = nbytes(input);
       begin(OpCode::kAllGather, total);
       for (size_t off = 0; off < total; off += chunk_) {
@@ -161,7 +210,8 @@ class ShmCommunicator final : public Communicator {
     if (input.numel() == 0) {
       return completed();
     }
-    return submit("reduce_scatter", nbytes(input), [this, output, input, reduce_op] {
+    const bool direct = goes_direct(nbytes(input));
+    return submit("reduce_scatter", nbytes(input), [this, output, input, reduce_op, direct] {
       at::AutoDispatchBelowADInplaceOrView below;
       auto staged = stage_reduction(output, reduce_op, false);
       at::Tensor wire_in;
@@ -171,6 +221,12 @@ class ShmCommunicator final : public Communicator {
         wire_in = input.scalar_type() == staged.wire.scalar_type()
                       ? input
                       : input.to(staged.wire.scalar_type());
+      }
+      if (direct && direct_->reduce_scatter(staged.wire, wire_in, staged.wire_op, reduce_op)) {
+        if (staged.needs_finish()) {
+          staged.finish(output, size_);
+        }
+        return;
       }
       const auto dtype = staged.wire.scalar_type();
       const size_t element = c10::elementSize(dtype);
@@ -208,6 +264,16 @@ class ShmCommunicator final : public Communicator {
     return submit(
         "all_to_all", std::max(nbytes(input), nbytes(output)),
         [this, output, input, row, out_row, output_split_sizes, input_split_sizes] {
+          if (region_bytes_ > 0) {  // every member decides alike: the region is rank 0's
+            std::vector<size_t> send(size_), receive(size_);
+            for (int64_t m = 0; m < size_; ++m) {
+              send[m] = input_split_sizes[m] * row;
+              receive[m] = output_split_sizes[m] * out_row;
+            }
+            if (direct_->all_to_all(output, input, send, receive)) {
+              return;
+            }
+          }
           const size_t piece = std::max<size_t>(kAlign, chunk_ / size_ / kAlign * kAlign);
           std::vector<size_t> send(size_), send_at(size_), recv(size_), recv_at(size_);
           size_t rounds = 0;
@@ -226,7 +292,7 @@ class ShmCommunicator final : public Communicator {
           std::memcpy(bytes_of(output) + recv_at[rank_], bytes_of(input) + send_at[rank_],
                       std::min(send[rank_], recv[rank_]));
           // Members know only their own sends and receives: agree on the number of rounds.
-          const int parity = static_cast<int>(collectives_ & 1);
+          const int parity = sync_.parity();
           control(rank_).value[parity].store(static_cast<int64_t>(rounds),
                                              std::memory_order_relaxed);
           barrier("all_to_all");
@@ -267,7 +333,11 @@ class ShmCommunicator final : public Communicator {
     }
     const bool in_call = can_run_inline(nbytes(output));
     at::Tensor source = rank_ != root || in_call || input.is_same(output) ? input : snapshot(input);
-    return submit("broadcast", nbytes(output), [this, output, source, root] {
+    const bool direct = goes_direct(nbytes(output));
+    return submit("broadcast", nbytes(output), [this, output, source, root, direct] {
+      if (direct && direct_->broadcast(output, source, root)) {
+        return;
+      }
       const size_t total = nbytes(output);
       begin(OpCode::kBroadcast, total * 131 + static_cast<uint64_t>(root));
       for (size_t off = 0; off < total; off += chunk_) {
@@ -291,7 +361,11 @@ class ShmCommunicator final : public Communicator {
     if (input.numel() == 0) {
       return completed();
     }
-    return submit("gather", nbytes(input), [this, output, input, root] {
+    const bool direct = goes_direct(nbytes(input));
+    return submit("gather", nbytes(input), [this, output, input, root, direct] {
+      if (direct && direct_->gather(output, input, root)) {
+        return;
+      }
       const size_t total = nbytes(input);
       begin(OpCode::kGather, total * 131 + static_cast<uint64_t>(root));
       for (size_t off = 0; off < total; off += chunk_) {
@@ -312,7 +386,11 @@ class ShmCommunicator final : public Communicator {
     if (output.numel() == 0) {
       return completed();
     }
-    return submit("scatter", nbytes(output), [this, output, input, root] {
+    const bool direct = goes_direct(nbytes(output));
+    return submit("scatter", nbytes(output), [this, output, input, root, direct] {
+      if (direct && direct_->scatter(output, input, root)) {
+        return;
+      }
       const size_t total = nbytes(output);
       begin(OpCode::kScatter, total * 131 + static_cast<uint64_t>(root));
       for (size_t off = 0; off < total; off += chunk_) {
@@ -335,9 +413,13 @@ class ShmCommunicator final : public Communicator {
     c10::intrusive_ptr<c10::ivalue::Future> done;
   };
 
-  MemberControl& control(int64_t member) const {
-    return reinterpret_cast<MemberControl*>(segment_.base() + controls_offset())[member];
-  }
+  MemberControl& control(int64_t member) const { return sync_.control(member); }
+  void begin(OpCode op, uint64_t detail) { sync_.begin(op, detail); }
+  void barrier(const char* op) { sync_.barrier(op); }
+
+  // Large messages go the direct way when symmetric memory is on (rank 0's region size, so every
+  // member decides alike for sizes they share).
+  bool goes_direct(size_t bytes) const { return region_bytes_ > 0 && bytes > kInlineBytes; }
 
   char* slot(int set, int64_t member) const {
     return data_ + (static_cast<size_t>(set) * (size_ + 1) + member) * chunk_;
@@ -404,95 +486,6 @@ class ShmCommunicator final : public Communicator {
         }
       }
     }
-  }
-
-  // Announces the collective this member is in; checked by the others at its first barrier.
-  // Every collective has at least one barrier, so no member can be two collectives ahead of
-  // another: announcements alternate between two places by the collective's parity.
-  void begin(OpCode op, uint64_t detail) {
-    current_ = fingerprint(op, detail);
-    ++collectives_;
-    control(rank_).collective[collectives_ & 1].store(current_, std::memory_order_relaxed);
-    first_barrier_ = true;
-  }
-
-  void barrier(const char* op) {
-    const uint64_t step = ++steps_;
-    MemberControl& me = control(rank_);
-    me.arrived.store(step, std::memory_order_release);
-    me.wake.fetch_add(1, std::memory_order_seq_cst);
-    if (me.sleepers.load(std::memory_order_seq_cst) > 0) {
-      shm::futex_wake_all(me.wake);
-    }
-    for (int64_t m = 0; m < size_; ++m) {
-      if (m != rank_) {
-        wait_for(m, step, op);
-      }
-    }
-    if (first_barrier_) {
-      first_barrier_ = false;
-      check_same_collective(op);
-    }
-  }
-
-  void check_same_collective(const char* op) {
-    for (int64_t m = 0; m < size_; ++m) {
-      const uint64_t theirs =
-          control(m).collective[collectives_ & 1].load(std::memory_order_relaxed);
-      if (theirs != current_) {
-        fail(op, "the members are in different collectives: rank " + std::to_string(members_[m]) +
-                     " is in " + op_name(theirs & 0xff) + ", rank " +
-                     std::to_string(members_[rank_]) + " in " + op_name(current_ & 0xff) +
-                     " (or the same collective with another dtype, size, root or reduction)");
-      }
-    }
-  }
-
-  void wait_for(int64_t member, uint64_t step, const char* op) {
-    MemberControl& peer = control(member);
-    const auto reached = [&] { return peer.arrived.load(std::memory_order_acquire) >= step; };
-    for (int i = 0; i < kSpins; ++i) {
-      if (reached()) {
-        return;
-      }
-      cpu_relax();
-    }
-    for (int i = 0; i < kYields; ++i) {
-      if (reached()) {
-        return;
-      }
-      std::this_thread::yield();
-    }
-    const auto deadline = Clock::now() + timeout_;
-    while (true) {
-      peer.sleepers.fetch_add(1, std::memory_order_seq_cst);
-      const uint32_t seen = peer.wake.load(std::memory_order_seq_cst);
-      if (!reached()) {
-        shm::futex_wait(peer.wake, seen, kSleepSlice);
-      }
-      peer.sleepers.fetch_sub(1, std::memory_order_seq_cst);
-      if (reached()) {
-        return;
-      }
-      if (shm::member_is_dead(peer)) {
-        fail(op, "rank " + std::to_string(members_[member]) + " (pid " + std::to_string(peer.pid) +
-                     ") exited during the collective");
-      }
-      if (Clock::now() > deadline) {
-        fail(op, "rank " + std::to_string(members_[member]) + " did not reach the collective " +
-                     "within C10D_FUNC_TIMEOUT (" + std::to_string(timeout_.count() / 1000.0) +
-                     " s); it may have skipped it, called collectives in another order, or hung");
-      }
-    }
-  }
-
-  // Worded as pending_work words a failure seen at a wait, since a small collective fails inside
-  // the call instead.
-  [[noreturn]] void fail(const char* op, const std::string& why) {
-    const std::string reason =
-        std::string("c10d_func.") + op + " failed on group (" + group_ + ", shm): " + why;
-    mark_failed(reason);
-    TORCH_CHECK(false, reason);
   }
 
   // Runs `work` inside the call when it is small and nothing is queued, else on the progress
@@ -562,22 +555,18 @@ class ShmCommunicator final : public Communicator {
     }
   }
 
-  SharedSegment segment_;
+  std::shared_ptr<SharedSegment> segment_;  // shared with the pool: blocks outlive this
   int64_t rank_;
   int64_t size_;
-  std::vector<int64_t> members_;  // global ranks, for messages
-  std::string group_;             // "tag='x', chunk [0, 1]", for messages
-  std::chrono::milliseconds timeout_;
   size_t chunk_ = 0;
+  size_t region_bytes_ = 0;
   char* data_ = nullptr;
-  std::shared_ptr<SnapshotPool> snapshots_ = std::make_shared<SnapshotPool>();
+  std::shared_ptr<SymmetricPool> pool_;
 
   // Touched only by the thread running collectives (one at a time, in issue order).
-  uint64_t steps_ = 0;
+  shm::Members sync_;
+  std::unique_ptr<DirectCollectives> direct_;
   uint64_t sets_used_ = 0;
-  uint64_t collectives_ = 0;
-  uint64_t current_ = 0;
-  bool first_barrier_ = false;
 
   mutable std::mutex mutex_;
   std::condition_variable work_ready_;

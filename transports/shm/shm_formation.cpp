@@ -8,6 +8,7 @@
 #include "transports/rank_format.h"
 #include "transports/shm/shm_communicator.h"
 #include "transports/shm/shm_layout.h"
+#include "transports/shm/symmetric_pool.h"
 
 #include <algorithm>
 #include <random>
@@ -61,10 +62,12 @@ std::shared_ptr<Communicator> form(const Rendezvous& rendezvous) {
     if (rendezvous.rank == 0) {
       const size_t chunk = chunk_bytes_from_env();
       name = random_segment_name();
-      segment = SharedSegment::create(name, segment_bytes(n, chunk));
+      const size_t region = pool_bound_bytes();
+      segment = SharedSegment::create(name, segment_bytes(n, chunk, region));
       auto* header = reinterpret_cast<Header*>(segment.base());
       header->members = static_cast<uint64_t>(n);
       header->chunk_bytes = chunk;
+      header->region_bytes = region;
       header->magic = kMagic;
       rendezvous.store->set("segment", std::vector<uint8_t>(name.begin(), name.end()));
     } else {
@@ -73,7 +76,7 @@ std::shared_ptr<Communicator> form(const Rendezvous& rendezvous) {
       segment = SharedSegment::open(name);
       const auto* header = reinterpret_cast<const Header*>(segment.base());
       TORCH_CHECK(header->magic == kMagic && header->members == static_cast<uint64_t>(n) &&
-                      segment.size() >= segment_bytes(n, header->chunk_bytes),
+                      segment.size() >= segment_bytes(n, header->chunk_bytes, header->region_bytes),
                   "c10d_func shm: segment ", name, " does not match this group");
     }
     auto* controls = reinterpret_cast<MemberControl*>(segment.base() + controls_offset());

@@ -1,7 +1,8 @@
 #pragma once
 // What every file of the shm transport shares: the segment's layout (a header, one MemberControl
-// per member, two sets of member slots and a result slot), its constants, and the codes of the
-// collectives members compare at their first barrier.
+// per member, the all_to_all directory, two sets of member slots and a result slot, then one
+// symmetric-memory region per member), its constants, and the codes of the collectives members
+// compare at their first barrier.
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
@@ -50,18 +51,32 @@ struct Header {
   uint64_t magic;
   uint64_t members;
   uint64_t chunk_bytes;
+  uint64_t region_bytes;  // each member's symmetric-memory region (rank 0's pool bound)
 };
 
 inline size_t controls_offset() {
   return round_up(sizeof(Header), kAlign);
 }
 
-inline size_t data_offset(size_t members) {
+// all_to_all's directory: for each (member, peer) what the member sends the peer (byte offset in
+// its input, length) and the length it expects from the peer; every member checks every pair.
+constexpr size_t kDirectoryFields = 3;
+inline size_t directory_offset(size_t members) {
   return round_up(controls_offset() + members * sizeof(MemberControl), kAlign);
 }
 
-inline size_t segment_bytes(size_t members, size_t chunk) {
-  return data_offset(members) + 2 * (members + 1) * chunk;
+inline size_t data_offset(size_t members) {
+  return round_up(
+      directory_offset(members) + members * members * kDirectoryFields * sizeof(int64_t), kAlign);
+}
+
+inline size_t regions_offset(size_t members, size_t chunk) {
+  return round_up(data_offset(members) + 2 * (members + 1) * chunk, 4096);
+}
+
+// Sparse: the regions' pages exist only once a pool reserves them.
+inline size_t segment_bytes(size_t members, size_t chunk, size_t region) {
+  return regions_offset(members, chunk) + members * region;
 }
 
 enum class OpCode : uint64_t {

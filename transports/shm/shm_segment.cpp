@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <linux/futex.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -64,12 +65,12 @@ SharedSegment SharedSegment::create(const std::string& name, size_t bytes) {
   }
   void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int error = errno;
-  ::close(fd);
   if (base == MAP_FAILED) {
+    ::close(fd);
     ::shm_unlink(name.c_str());
     TORCH_CHECK(false, "c10d_func shm: mmap of ", name, " failed: ", std::strerror(error));
   }
-  return SharedSegment(base, bytes);
+  return SharedSegment(base, bytes, fd);
 }
 
 SharedSegment SharedSegment::open(const std::string& name) {
@@ -84,10 +85,11 @@ SharedSegment SharedSegment::open(const std::string& name) {
   const auto bytes = static_cast<size_t>(info.st_size);
   void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int error = errno;
-  ::close(fd);
-  TORCH_CHECK(base != MAP_FAILED, "c10d_func shm: mmap of ", name,
-              " failed: ", std::strerror(error));
-  return SharedSegment(base, bytes);
+  if (base == MAP_FAILED) {
+    ::close(fd);
+    TORCH_CHECK(false, "c10d_func shm: mmap of ", name, " failed: ", std::strerror(error));
+  }
+  return SharedSegment(base, bytes, fd);
 }
 
 void SharedSegment::unlink(const std::string& name) {
@@ -95,9 +97,10 @@ void SharedSegment::unlink(const std::string& name) {
 }
 
 SharedSegment::SharedSegment(SharedSegment&& other) noexcept
-    : base_(other.base_), size_(other.size_) {
+    : base_(other.base_), size_(other.size_), fd_(other.fd_) {
   other.base_ = nullptr;
   other.size_ = 0;
+  other.fd_ = -1;
 }
 
 SharedSegment& SharedSegment::operator=(SharedSegment&& other) noexcept {
@@ -105,10 +108,15 @@ SharedSegment& SharedSegment::operator=(SharedSegment&& other) noexcept {
     if (base_) {
       ::munmap(base_, size_);
     }
+    if (fd_ >= 0) {
+      ::close(fd_);
+    }
     base_ = other.base_;
     size_ = other.size_;
+    fd_ = other.fd_;
     other.base_ = nullptr;
     other.size_ = 0;
+    other.fd_ = -1;
   }
   return *this;
 }
@@ -117,6 +125,26 @@ SharedSegment::~SharedSegment() {
   if (base_) {
     ::munmap(base_, size_);
   }
+  if (fd_ >= 0) {
+    ::close(fd_);
+  }
+}
+
+bool SharedSegment::reserve(size_t offset, size_t bytes) const {
+  if (::fallocate(fd_, 0, static_cast<off_t>(offset), static_cast<off_t>(bytes)) != 0) {
+    return false;
+  }
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+  // Kernels before 5.14 refuse it (EINVAL): the pages then fault once on first touch instead.
+  (void)::madvise(base() + offset, bytes, MADV_POPULATE_WRITE);
+  return true;
+}
+
+void SharedSegment::give_back(size_t offset, size_t bytes) const {
+  (void)::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                    static_cast<off_t>(bytes));
 }
 
 void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::microseconds timeout) {

@@ -5,7 +5,7 @@
 // mapped by every member and unlinked as soon as all have mapped it (so nothing stays in
 // /dev/shm, whatever happens to the processes afterwards).
 //
-// MemberControl: one cache line per member in the segment's header: the last barrier step the
+// MemberControl: two cache lines per member in the segment's header: the last barrier step the
 // member reached, a futex word bumped on each arrival (sleepers wait on it), its pid (so a
 // waiter can tell a dead member from a slow one) and the collective it is in.
 #include <atomic>
@@ -33,6 +33,10 @@ struct alignas(64) MemberControl {
   // the member announced it runs, and a small number it exchanges (all_to_all's rounds).
   std::atomic<uint64_t> collective[2] = {0, 0};
   std::atomic<int64_t> value[2] = {0, 0};
+  // Direct collectives: where this member's input and output lie in the segment (offsets from
+  // its start, -1: not reachable by the others), published before the first barrier.
+  std::atomic<int64_t> exposed_input{-1};
+  std::atomic<int64_t> exposed_output{-1};
   int32_t pid = 0;
   uint64_t pid_ns = 0;
 };
@@ -56,10 +60,18 @@ class SharedSegment {
   char* base() const { return static_cast<char*>(base_); }
   size_t size() const { return size_; }
 
+  // Gives [offset, offset + bytes) real pages (fallocate): false when /dev/shm has no room, so
+  // touching the range can never raise SIGBUS. Then pre-faults them in this mapping.
+  bool reserve(size_t offset, size_t bytes) const;
+  // Returns the pages of [offset, offset + bytes) to the kernel (every member's mapping of them
+  // reads zeros afterwards).
+  void give_back(size_t offset, size_t bytes) const;
+
  private:
-  SharedSegment(void* base, size_t size) : base_(base), size_(size) {}
+  SharedSegment(void* base, size_t size, int fd) : base_(base), size_(size), fd_(fd) {}
   void* base_ = nullptr;
   size_t size_ = 0;
+  int fd_ = -1;  // kept open for reserve/give_back
 };
 
 // Sleeps on `word` while it still holds `expected`, for at most `timeout` (futex, shared between

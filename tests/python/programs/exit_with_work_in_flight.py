@@ -6,9 +6,8 @@ The process must exit 0, printing one warning that names how many collectives we
 
 import sys
 
-import torch
-
 import c10d_func  # noqa: F401
+import torch
 
 count = int(sys.argv[1])
 world = int(__import__("os").environ["WORLD_SIZE"])

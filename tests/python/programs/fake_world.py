@@ -14,13 +14,12 @@ import sys
 
 os.environ["C10D_FUNC_TIMEOUT"] = "20"  # a rendezvous attempt would fail fast instead of hang
 
+import c10d_func as funcol
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.testing._internal.distributed.fake_pg import FakeStore
-
-import c10d_func as funcol
 
 
 def check(what: str, ok: bool) -> None:
@@ -44,12 +43,18 @@ def fake_world() -> None:
     tags = {mesh.get_group(d).group_name for d in (0, 1)}
     for mode in ("real", "fake"):
         graph = make_fx(step, tracing_mode=mode)(torch.ones(4)).graph
-        used = {n.args[-3] for n in graph.nodes if n.op == "call_function"
-                and n.target.namespace == "c10d_func" and n.target.__name__ != "wait_tensor.default"}
-        check(f"make_fx ({mode}) names the mesh groups: {used}",
-              {f"ptd:{t}" for t in tags} <= used)
-        check(f"make_fx ({mode}) holds no tensor arithmetic on the mesh",
-              all(n.target.namespace == "c10d_func" for n in graph.nodes if n.op == "call_function"))
+        used = {
+            n.args[-3]
+            for n in graph.nodes
+            if n.op == "call_function"
+            and n.target.namespace == "c10d_func"
+            and n.target.__name__ != "wait_tensor.default"
+        }
+        check(f"make_fx ({mode}) names the mesh groups: {used}", {f"ptd:{t}" for t in tags} <= used)
+        check(
+            f"make_fx ({mode}) holds no tensor arithmetic on the mesh",
+            all(n.target.namespace == "c10d_func" for n in graph.nodes if n.op == "call_function"),
+        )
     dist.destroy_process_group()
     check("the world is gone with the group", funcol.world() is None)
     print("fake world: ok", flush=True)
@@ -64,11 +69,17 @@ def local_tensor_mode() -> None:
         total = funcol.all_reduce(x, "sum", dist.group.WORLD).wait()
         gathered = funcol.all_gather_tensor(x, 0, dist.group.WORLD).wait()
         for r in range(4):
-            check(f"all_reduce on simulated rank {r}",
-                  torch.equal(total._local_tensors[r], torch.full((3,), 10.0)))
-            check(f"all_gather on simulated rank {r}", torch.equal(
-                gathered._local_tensors[r],
-                torch.cat([torch.full((3,), float(s + 1)) for s in range(4)])))
+            check(
+                f"all_reduce on simulated rank {r}",
+                torch.equal(total._local_tensors[r], torch.full((3,), 10.0)),
+            )
+            check(
+                f"all_gather on simulated rank {r}",
+                torch.equal(
+                    gathered._local_tensors[r],
+                    torch.cat([torch.full((3,), float(s + 1)) for s in range(4)]),
+                ),
+            )
         try:
             funcol.gather(x, 0, dist.group.WORLD)
             check("gather under LocalTensorMode raises", False)

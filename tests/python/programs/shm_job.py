@@ -4,9 +4,8 @@ test_shm, two jobs at once on one host). Exits 0 when every result matched its r
 import os
 import sys
 
-import torch
-
 import c10d_func
+import torch
 
 ops = torch.ops.c10d_func
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -21,7 +20,9 @@ for step in range(200):
         print(f"job {job} step {step}: got {got[:3].tolist()} want {want}", flush=True)
         sys.exit(1)
     gathered = ops.wait_tensor(ops.all_gather_into_tensor(x[:5], "", ranks, world))
-    if gathered.view(world, 5)[:, 0].tolist() != [float(1000 * job + 10 * r + step % 7) for r in ranks]:
+    if gathered.view(world, 5)[:, 0].tolist() != [
+        float(1000 * job + 10 * r + step % 7) for r in ranks
+    ]:
         print(f"job {job} step {step}: gather {gathered.tolist()}", flush=True)
         sys.exit(1)
 assert c10d_func.groups()[0]["backend"] == "shm"

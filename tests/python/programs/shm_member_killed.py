@@ -6,9 +6,8 @@ import signal
 import sys
 import time
 
-import torch
-
 import c10d_func
+import torch
 
 ops = torch.ops.c10d_func
 rank = int(os.environ["RANK"])

@@ -1,0 +1,309 @@
+"""Large messages (over the 256 KiB the shm transport runs through its slots), where shm takes the
+direct path on symmetric host memory: every op, every dtype, on private inputs, on tensors from
+`c10d_func.empty` (read in place) and on the outputs of earlier collectives (in the pool), at 2
+and 4 ranks, on both CPU transports (on Gloo the same calls take its own path: a reference
+point). Then what only shm has: output lifetimes (kept, dropped, kept across shutdown(), sent on
+another tag), an exhausted pool falling back to ordinary memory, symmetric memory turned off,
+and the pool's counters in groups()."""
+
+from __future__ import annotations
+
+import c10d_func
+import pytest
+import torch
+from reference import (
+    MOVE_DTYPES,
+    REDUCE_DTYPES,
+    REDUCE_OPS,
+    make_input,
+    reduce_allowed,
+    reduce_reference,
+)
+from test_collectives import Checks, assert_no_failures, chunk_of
+from worker_pool import WorkerPool
+
+ops = torch.ops.c10d_func
+
+SOURCES = ["private", "symmetric", "output"]
+LARGE_BYTES = 320 << 10  # over the shm transport's inline/slot limit (256 KiB)
+LAYOUTS = {2: [([0, 1], 2), ([1, 0], 2)], 4: [([0, 1, 2, 3], 4), ([3, 1, 2, 0], 2)]}
+
+
+def large_rows(dtype: torch.dtype, per_row: int = 1) -> int:
+    # An odd count, so members' slices of a reduction differ in length.
+    return LARGE_BYTES // (torch.empty((), dtype=dtype).element_size() * per_row) + 5
+
+
+def as_source(x: torch.Tensor, source: str, ranks: list[int], gs: int) -> torch.Tensor:
+    """`x`'s values in the kind of memory `source` names (see the module docstring)."""
+    if source == "private":
+        return x
+    if source == "symmetric":
+        t = c10d_func.empty(
+            x.shape, dtype=x.dtype, group=[ranks[i : i + gs] for i in range(0, len(ranks), gs)]
+        )
+        return t.copy_(x)
+    identity = list(range(gs))  # a permute onto itself: the same values, in a collective's output
+    return ops.wait_tensor(ops.permute(x, identity, "", ranks, gs))
+
+
+def body_reductions(rank: int, world_size: int, source: str) -> list[str]:
+    checks = Checks(rank)
+    for ranks, gs in LAYOUTS[world_size]:
+        members, me = chunk_of(rank, ranks, gs)
+        for d, dtype in enumerate(REDUCE_DTYPES + [torch.int16]):
+            for op in [o for o in REDUCE_OPS if reduce_allowed(o, dtype)]:
+                salt = 10 * d + REDUCE_OPS.index(op)  # the same on every rank
+                shape = (large_rows(dtype),)
+                inputs = [make_input(m, shape, dtype, salt) for m in members]
+                expected = reduce_reference(inputs, op)
+                what = f"{source} {op} {dtype} ranks={ranks} gs={gs}"
+                x = as_source(inputs[me], source, ranks, gs)
+                out = checks.functional(f"all_reduce {what}", ops.all_reduce, x, op, "", ranks, gs)
+                checks.expect(f"all_reduce {what}", out, expected)
+                y = as_source(inputs[me].clone(), source, ranks, gs)
+                ops.all_reduce_(y, op, "", ranks, gs)
+                ops.wait_tensor(y)
+                checks.expect(f"all_reduce_ {what}", y, expected)
+                reduced = ops.wait_tensor(ops.reduce(x, op, 0, "", ranks, gs))
+                checks.expect(
+                    f"reduce {what}", reduced, expected if me == 0 else torch.zeros_like(expected)
+                )
+                # reduce_scatter: each member's share is large too
+                rows = large_rows(dtype, 3)
+                full_inputs = [make_input(m, (gs * rows, 3), dtype, salt) for m in members]
+                full = reduce_reference(full_inputs, op)
+                xs = as_source(full_inputs[me], source, ranks, gs)
+                out = checks.functional(
+                    f"reduce_scatter {what}", ops.reduce_scatter_tensor, xs, op, "", ranks, gs
+                )
+                checks.expect(f"reduce_scatter {what}", out, full[me * rows : (me + 1) * rows])
+    return checks.failures
+
+
+def body_movement(rank: int, world_size: int, source: str) -> list[str]:
+    checks = Checks(rank)
+    for ranks, gs in LAYOUTS[world_size]:
+        members, me = chunk_of(rank, ranks, gs)
+        for d, dtype in enumerate(MOVE_DTYPES):
+            salt = 10 * d  # the same on every rank
+            what = f"{source} {dtype} ranks={ranks} gs={gs}"
+            shape = (large_rows(dtype),)
+            inputs = [make_input(m, shape, dtype, salt) for m in members]
+            x = as_source(inputs[me], source, ranks, gs)
+            out = checks.functional(
+                f"all_gather {what}", ops.all_gather_into_tensor, x, "", ranks, gs
+            )
+            checks.expect(f"all_gather {what}", out, torch.cat(inputs), exact=True)
+            for root in (0, gs - 1):
+                out = checks.functional(f"broadcast {what}", ops.broadcast, x, root, "", ranks, gs)
+                checks.expect(f"broadcast root={root} {what}", out, inputs[root], exact=True)
+                y = as_source(inputs[me].clone(), source, ranks, gs)
+                ops.broadcast_(y, root, "", ranks, gs)
+                ops.wait_tensor(y)
+                checks.expect(f"broadcast_ root={root} {what}", y, inputs[root], exact=True)
+                out = checks.functional(f"gather {what}", ops.gather, x, root, "", ranks, gs)
+                checks.expect(
+                    f"gather root={root} {what}",
+                    out,
+                    torch.cat(inputs) if me == root else torch.zeros_like(torch.cat(inputs)),
+                    exact=True,
+                )
+                pieces = [make_input(m, (gs * shape[0],), dtype, salt + 1) for m in members]
+                xs = as_source(pieces[me], source, ranks, gs)
+                out = checks.functional(f"scatter {what}", ops.scatter, xs, root, "", ranks, gs)
+                checks.expect(
+                    f"scatter root={root} {what}",
+                    out,
+                    pieces[root][me * shape[0] : (me + 1) * shape[0]],
+                    exact=True,
+                )
+            # all_to_all with uneven splits: member m sends (m + 1) * (d + 1) rows to member d
+            rows = large_rows(dtype) // gs
+
+            def split(sender: int, receiver: int) -> int:
+                return rows + 7 * sender + 3 * receiver
+
+            sent = [
+                make_input(members[i], (sum(split(i, d) for d in range(gs)),), dtype, salt + 2)
+                for i in range(gs)
+            ]
+            xs = as_source(sent[me], source, ranks, gs)
+            out = checks.functional(
+                f"all_to_all {what}",
+                ops.all_to_all_single,
+                xs,
+                [split(m, me) for m in range(gs)],
+                [split(me, d) for d in range(gs)],
+                "",
+                ranks,
+                gs,
+            )
+            expected = torch.cat(
+                [sent[m][sum(split(m, d) for d in range(me)) :][: split(m, me)] for m in range(gs)]
+            )
+            checks.expect(f"all_to_all {what}", out, expected, exact=True)
+            shift = [(i + 1) % gs for i in range(gs)]
+            out = checks.functional(f"permute {what}", ops.permute, x, shift, "", ranks, gs)
+            checks.expect(f"permute {what}", out, inputs[(me - 1) % gs], exact=True)
+    return checks.failures
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_reductions_on_large_messages(pool, source):
+    assert_no_failures(pool.run(body_reductions, source, timeout=300))
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_movement_on_large_messages(pool, source):
+    assert_no_failures(pool.run(body_movement, source, timeout=300))
+
+
+# ---------------------------------------------------------------- what only shm has
+
+N = 1 << 20  # 4 MiB of float32
+
+
+def memory_of(tag: str) -> dict[str, int]:
+    (group,) = [g for g in c10d_func.groups() if g["tag"] == tag and g["device"] == "cpu"]
+    assert group["backend"] == "shm", group
+    return group["memory"]
+
+
+def body_lifetimes(rank: int, world_size: int) -> list[str]:
+    checks = Checks(rank)
+    everyone = list(range(world_size))
+    ref = lambda salt: reduce_reference(
+        [make_input(m, (N,), torch.float32, salt) for m in everyone], "sum"
+    )
+    # Kept: many outputs alive at once, issued before any is waited; later ones never reuse the
+    # blocks of earlier ones.
+    kept = [
+        ops.all_reduce(
+            make_input(rank, (N,), torch.float32, i), "sum", "life", everyone, world_size
+        )
+        for i in range(6)
+    ]
+    for i, out in enumerate(kept):
+        checks.expect(f"kept output {i}", ops.wait_tensor(out), ref(i))
+    del kept, out
+    # Dropped: each output dies before the next call, whose output reuses its block.
+    before = memory_of("life")
+    for i in range(8):
+        out = ops.wait_tensor(
+            ops.all_reduce(
+                make_input(rank, (N,), torch.float32, i), "sum", "life", everyone, world_size
+            )
+        )
+        checks.expect(f"dropped output {i}", out, ref(i))
+        del out
+    after = memory_of("life")
+    if after["reuses"] - before["reuses"] < 8:
+        checks.failures.append(
+            f"rank {rank}: dropped outputs' blocks were not reused: {before} -> {after}"
+        )
+    if after["reserved_bytes"] > before["reserved_bytes"]:
+        checks.failures.append(
+            f"rank {rank}: the pool grew while outputs were dropped: {before} -> {after}"
+        )
+    if after["in_use_bytes"] != 0:
+        checks.failures.append(f"rank {rank}: blocks still in use with no tensor alive: {after}")
+    # Sent on another tag: an output of tag "life" is a private input for tag "other".
+    out = ops.wait_tensor(
+        ops.all_reduce(
+            make_input(rank, (N,), torch.float32, 1), "sum", "life", everyone, world_size
+        )
+    )
+    again = ops.wait_tensor(ops.all_reduce(out, "sum", "other", everyone, world_size))
+    checks.expect("output sent on another tag", again, ref(1) * world_size)
+    # Kept across shutdown(): the block keeps the segment mapped after its communicator is gone.
+    ops.wait_tensor(ops.all_reduce(torch.ones(1), "sum", "", everyone, world_size))  # all arrive
+    c10d_func.shutdown()
+    checks.expect("output kept across shutdown()", out, ref(1))
+    fresh = ops.wait_tensor(ops.all_reduce(out, "sum", "life", everyone, world_size))
+    checks.expect("collective after shutdown()", fresh, ref(1) * world_size)
+    checks.expect("output kept across shutdown(), after new collectives", out, ref(1))
+    del out, again, fresh
+    return checks.failures
+
+
+def test_output_lifetimes(pool2):
+    assert_no_failures(pool2.run(body_lifetimes))
+
+
+def body_pool_exhausted(rank: int, world_size: int, bound: int) -> list[str]:
+    checks = Checks(rank)
+    everyone = list(range(world_size))
+    ref = lambda salt, n: reduce_reference(
+        [make_input(m, (n,), torch.float32, salt) for m in everyone], "sum"
+    )
+    for n in (N // 8, N, 4 * N):  # 512 KiB to 16 MiB against a pool of `bound` bytes
+        outs = [
+            ops.all_reduce(
+                make_input(rank, (n,), torch.float32, i), "sum", "small", everyone, world_size
+            )
+            for i in range(3)
+        ]
+        gathered = ops.all_gather_into_tensor(
+            make_input(rank, (n,), torch.float32, 9), "small", everyone, world_size
+        )
+        for i, out in enumerate(outs):
+            checks.expect(
+                f"all_reduce {n} #{i} over a pool of {bound} B", ops.wait_tensor(out), ref(i, n)
+            )
+        checks.expect(
+            f"all_gather {n} over a pool of {bound} B",
+            ops.wait_tensor(gathered),
+            torch.cat([make_input(m, (n,), torch.float32, 9) for m in everyone]),
+            exact=True,
+        )
+    symmetric = c10d_func.empty(4 * N, group=everyone, tag="small").fill_(rank + 1)
+    reduced = ops.wait_tensor(ops.all_reduce(symmetric, "sum", "small", everyone, world_size))
+    checks.expect(
+        "an empty() tensor beyond the pool",
+        reduced,
+        torch.full((4 * N,), float(sum(range(1, world_size + 1)))),
+    )
+    memory = memory_of("small")
+    if (
+        memory["region_bytes"] != bound
+        or memory["fallbacks"] == 0
+        or memory["reserved_bytes"] > bound
+    ):
+        checks.failures.append(
+            f"rank {rank}: pool of {bound} B: expected fallbacks within the bound, got {memory}"
+        )
+    return checks.failures
+
+
+@pytest.mark.parametrize("bound", [1 << 20, 0], ids=["1MiB", "off"])
+def test_an_exhausted_pool_falls_back_to_ordinary_memory(bound):
+    pool = WorkerPool(2, env={"C10D_FUNC_SHM_POOL_BYTES": str(bound)})
+    try:
+        assert_no_failures(pool.run(body_pool_exhausted, bound, timeout=180))
+    finally:
+        pool.close()
+
+
+def body_counters(rank: int, world_size: int) -> dict:
+    everyone = list(range(world_size))
+    t = c10d_func.empty(N, group=everyone, tag="counted")
+    out = ops.wait_tensor(ops.all_gather_into_tensor(t.fill_(1.0), "counted", everyone, world_size))
+    return {"memory": memory_of("counted"), "ok": bool(out.eq(1.0).all()), "size": out.numel()}
+
+
+def test_groups_reports_the_pool(pool2):
+    for answer in pool2.run(body_counters):
+        memory = answer["memory"]
+        assert answer["ok"] and answer["size"] == 2 * N, answer
+        assert set(memory) == {
+            "region_bytes",
+            "reserved_bytes",
+            "in_use_bytes",
+            "allocations",
+            "reuses",
+            "fallbacks",
+        }
+        # the empty() tensor, the gathered output (its snapshot of t is not needed: t is symmetric)
+        assert memory["allocations"] >= 2 and memory["fallbacks"] == 0, memory
+        assert memory["in_use_bytes"] >= 3 * N * 4, memory

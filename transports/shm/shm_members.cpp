@@ -1,0 +1,108 @@
+// See shm_members.h.
+#include "transports/shm/shm_members.h"
+
+#include "transports/shm/shm_segment.h"
+
+#include <thread>
+
+namespace c10d_func::shm {
+
+using Clock = std::chrono::steady_clock;
+
+Members::Members(Communicator& owner, char* base, const Rendezvous& rendezvous)
+    : owner_(owner),
+      base_(base),
+      rank_(rendezvous.rank),
+      size_(rendezvous.size),
+      members_(rendezvous.members),
+      group_(rendezvous.group),
+      timeout_(rendezvous.timeout) {}
+
+std::string Members::name_of(int64_t member) const {
+  return "rank " + std::to_string(members_[member]);
+}
+
+void Members::begin(OpCode op, uint64_t detail) {
+  current_ = fingerprint(op, detail);
+  ++collectives_;
+  control(rank_).collective[collectives_ & 1].store(current_, std::memory_order_relaxed);
+  first_barrier_ = true;
+}
+
+void Members::barrier(const char* op) {
+  const uint64_t step = ++steps_;
+  MemberControl& me = control(rank_);
+  me.arrived.store(step, std::memory_order_release);
+  me.wake.fetch_add(1, std::memory_order_seq_cst);
+  if (me.sleepers.load(std::memory_order_seq_cst) > 0) {
+    futex_wake_all(me.wake);
+  }
+  for (int64_t m = 0; m < size_; ++m) {
+    if (m != rank_) {
+      wait_for(m, step, op);
+    }
+  }
+  if (first_barrier_) {
+    first_barrier_ = false;
+    check_same_collective(op);
+  }
+}
+
+void Members::check_same_collective(const char* op) {
+  for (int64_t m = 0; m < size_; ++m) {
+    const uint64_t theirs = control(m).collective[collectives_ & 1].load(std::memory_order_relaxed);
+    if (theirs != current_) {
+      fail(op, "the members are in different collectives: " + name_of(m) + " is in " +
+                   op_name(theirs & 0xff) + ", " + name_of(rank_) + " in " +
+                   op_name(current_ & 0xff) +
+                   " (or the same collective with another dtype, size, root or reduction)");
+    }
+  }
+}
+
+void Members::wait_for(int64_t member, uint64_t step, const char* op) {
+  MemberControl& peer = control(member);
+  const auto reached = [&] { return peer.arrived.load(std::memory_order_acquire) >= step; };
+  for (int i = 0; i < kSpins; ++i) {
+    if (reached()) {
+      return;
+    }
+    cpu_relax();
+  }
+  for (int i = 0; i < kYields; ++i) {
+    if (reached()) {
+      return;
+    }
+    std::this_thread::yield();
+  }
+  const auto deadline = Clock::now() + timeout_;
+  while (true) {
+    peer.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t seen = peer.wake.load(std::memory_order_seq_cst);
+    if (!reached()) {
+      futex_wait(peer.wake, seen, kSleepSlice);
+    }
+    peer.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (reached()) {
+      return;
+    }
+    if (member_is_dead(peer)) {
+      fail(op, name_of(member) + " (pid " + std::to_string(peer.pid) +
+                   ") exited during the collective");
+    }
+    if (Clock::now() > deadline) {
+      fail(op, name_of(member) + " did not reach the collective within C10D_FUNC_TIMEOUT (" +
+                   std::to_string(timeout_.count() / 1000.0) +
+                   " s); it may have skipped it, called collectives in another order, or hung");
+    }
+  }
+}
+
+void Members::fail(const char* op, const std::string& why) {
+  const std::string reason =
+      std::string("c10d_func.") + op + " failed on group (" + group_ + ", shm): " + why;
+  owner_.mark_failed(reason);
+  TORCH_CHECK(false, reason);
+}
+
+}  // namespace c10d_func::shm

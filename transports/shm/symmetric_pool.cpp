@@ -1,0 +1,218 @@
+// See symmetric_pool.h.
+#include "transports/shm/symmetric_pool.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <cstdlib>
+
+namespace c10d_func::shm {
+namespace {
+
+constexpr size_t kPage = 4096;
+constexpr size_t kDefaultPoolBytes = size_t{1} << 30;
+
+// Reserved bytes of every pool of this process, against pool_bound_bytes().
+std::atomic<size_t> reserved_in_process{0};
+
+size_t round_up_to(size_t value, size_t to) {
+  return (value + to - 1) / to * to;
+}
+
+// Sizes are rounded to classes so a freed block serves the next request of about its size:
+// powers of two up to 1 MiB, then eighths of a power of two (at most 12.5% unused).
+size_t size_class(size_t bytes) {
+  size_t capacity = round_up_to(std::max<size_t>(bytes, 1), kPage);
+  if (capacity <= (size_t{1} << 20)) {
+    size_t power = kPage;
+    while (power < capacity) {
+      power <<= 1;
+    }
+    return power;
+  }
+  size_t power = size_t{1} << 20;
+  while (power * 2 <= capacity) {
+    power <<= 1;
+  }
+  return round_up_to(capacity, power / 8);
+}
+
+}  // namespace
+
+size_t pool_bound_bytes() {
+  static const size_t bound = [] {
+    const char* value = std::getenv("C10D_FUNC_SHM_POOL_BYTES");
+    if (value == nullptr || *value == '\0') {
+      return kDefaultPoolBytes;
+    }
+    char* end = nullptr;
+    const long long parsed = std::strtoll(value, &end, 10);
+    TORCH_CHECK(end != value && *end == '\0' && parsed >= 0,
+                "c10d_func: C10D_FUNC_SHM_POOL_BYTES must be a number of bytes (0 turns symmetric "
+                "memory off), got '",
+                value, "'");
+    return round_up_to(static_cast<size_t>(parsed), kPage);
+  }();
+  return bound;
+}
+
+struct SymmetricPool::Block {
+  std::shared_ptr<SymmetricPool> pool;
+  size_t offset;
+  size_t capacity;
+  bool user_owned;
+};
+
+SymmetricPool::SymmetricPool(std::shared_ptr<SharedSegment> segment, size_t region_offset,
+                             size_t region_bytes)
+    : segment_(std::move(segment)), region_offset_(region_offset), region_bytes_(region_bytes) {
+  if (region_bytes_ > 0) {
+    unreserved_[region_offset_] = region_bytes_;
+  }
+}
+
+SymmetricPool::~SymmetricPool() {
+  // Every block's tensor has died (each holds the pool): give the cached pages back.
+  std::lock_guard<std::mutex> lock(mutex_);
+  trim_cache();
+}
+
+void SymmetricPool::release_block(void* context) {
+  std::unique_ptr<Block> block(static_cast<Block*>(context));
+  block->pool->release(block->offset, block->capacity);
+}
+
+std::optional<at::Tensor> SymmetricPool::allocate(at::IntArrayRef sizes,
+                                                  const at::TensorOptions& options,
+                                                  bool user_owned) {
+  int64_t numel = 1;
+  for (const int64_t size : sizes) {
+    numel *= size;
+  }
+  const size_t bytes = static_cast<size_t>(numel) * c10::elementSize(options.dtype().toScalarType());
+  const size_t capacity = size_class(bytes);
+  std::optional<size_t> offset;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto cached = cached_.find(capacity);
+    if (cached != cached_.end() && !cached->second.empty()) {
+      offset = cached->second.back();
+      cached->second.pop_back();
+      ++stats_.reuses;
+    } else {
+      offset = reserve(capacity);
+      if (!offset && !cached_.empty()) {
+        trim_cache();
+        offset = reserve(capacity);
+      }
+    }
+    if (!offset) {
+      ++stats_.fallbacks;
+      return std::nullopt;
+    }
+    ++stats_.allocations;
+    stats_.in_use_bytes += static_cast<int64_t>(capacity);
+  }
+  auto* block = new Block{shared_from_this(), *offset, capacity, user_owned};
+  c10::DataPtr data(segment_->base() + *offset, block, &SymmetricPool::release_block,
+                    c10::Device(c10::kCPU));
+  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, std::move(data),
+                       /*allocator=*/nullptr, /*resizable=*/false);
+  at::Tensor tensor = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU), options.dtype());
+  tensor.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
+  return tensor;
+}
+
+std::optional<size_t> SymmetricPool::reserve(size_t capacity) {
+  const size_t bound = pool_bound_bytes();
+  size_t before = reserved_in_process.load();
+  do {
+    if (before + capacity > bound) {
+      return std::nullopt;
+    }
+  } while (!reserved_in_process.compare_exchange_weak(before, before + capacity));
+  for (auto it = unreserved_.begin(); it != unreserved_.end(); ++it) {
+    if (it->second < capacity) {
+      continue;
+    }
+    const size_t offset = it->first;
+    const size_t rest = it->second - capacity;
+    unreserved_.erase(it);
+    if (rest > 0) {
+      unreserved_[offset + capacity] = rest;
+    }
+    if (segment_->reserve(offset, capacity)) {
+      stats_.reserved_bytes += static_cast<int64_t>(capacity);
+      return offset;
+    }
+    // /dev/shm is full: put the range back and let the caller fall back.
+    segment_->give_back(offset, capacity);
+    unreserved_[offset] = capacity;
+    break;
+  }
+  reserved_in_process.fetch_sub(capacity);
+  return std::nullopt;
+}
+
+void SymmetricPool::release(size_t offset, size_t capacity) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.in_use_bytes -= static_cast<int64_t>(capacity);
+  cached_[capacity].push_back(offset);
+}
+
+void SymmetricPool::trim_cache() {
+  for (auto& [capacity, offsets] : cached_) {
+    for (const size_t offset : offsets) {
+      segment_->give_back(offset, capacity);
+      reserved_in_process.fetch_sub(capacity);
+      stats_.reserved_bytes -= static_cast<int64_t>(capacity);
+      // Coalesce with the free neighbours so large requests find room again.
+      size_t start = offset;
+      size_t length = capacity;
+      auto next = unreserved_.lower_bound(start);
+      if (next != unreserved_.end() && next->first == start + length) {
+        length += next->second;
+        next = unreserved_.erase(next);
+      }
+      if (next != unreserved_.begin()) {
+        auto previous = std::prev(next);
+        if (previous->first + previous->second == start) {
+          start = previous->first;
+          length += previous->second;
+          unreserved_.erase(previous);
+        }
+      }
+      unreserved_[start] = length;
+    }
+  }
+  cached_.clear();
+}
+
+std::optional<size_t> SymmetricPool::offset_in_segment(const at::Tensor& tensor) const {
+  const auto* data = static_cast<const char*>(tensor.data_ptr());
+  const size_t bytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
+  const char* begin = segment_->base();
+  if (data < begin || data + bytes > begin + segment_->size()) {
+    return std::nullopt;
+  }
+  return static_cast<size_t>(data - begin);
+}
+
+bool SymmetricPool::is_user_owned(const at::Tensor& tensor) const {
+  const auto& data = tensor.storage().data_ptr();
+  if (data.get_deleter() != &SymmetricPool::release_block) {
+    return false;
+  }
+  const auto* block = static_cast<const Block*>(data.get_context());
+  return block->user_owned && block->pool.get() == this;
+}
+
+PoolStats SymmetricPool::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+}  // namespace c10d_func::shm
