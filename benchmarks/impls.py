@@ -208,14 +208,18 @@ def _torch_distributed(
 _c10d_func_backend_group: list[dist.ProcessGroup] = []
 
 
-def _dist_on_c10d_func(ctx: GroupCtx) -> dict[str, Collective]:
-    # Every rank builds the implementations in the same order, so every rank makes this group at
-    # the same point; it is made once per process and spans the world, as ctx.group does.
+def dist_on_c10d_func_group() -> dist.ProcessGroup:
+    """A group of backend c10d_func spanning the world, made once per process. Every rank builds
+    the implementations in the same order, so every rank makes it at the same point."""
     if not _c10d_func_backend_group:
         import c10d_func  # noqa: F401  (registers the backend)
 
         _c10d_func_backend_group.append(dist.new_group(backend="c10d_func"))
-    return _torch_distributed(ctx, _c10d_func_backend_group[0])
+    return _c10d_func_backend_group[0]
+
+
+def _dist_on_c10d_func(ctx: GroupCtx) -> dict[str, Collective]:
+    return _torch_distributed(ctx, dist_on_c10d_func_group())
 
 
 BUILDERS: dict[str, Callable[[GroupCtx], dict[str, Collective]]] = {

@@ -152,6 +152,37 @@ def _step_section(results: dict[str, Any]) -> list[str]:
     return lines + [""] + summary + [""]
 
 
+def _memory_bound_section(results: dict[str, Any]) -> list[str]:
+    rows = results.get("memory_bound") or []
+    if not rows:
+        return []
+    impls = list(rows[0]["peak_rss_mib"])
+    lines = [
+        "## Large messages: roofline, classic in-place all_reduce, peak RSS",
+        "",
+        "memcpy: the same bytes copied into memory already touched, in the same run; "
+        "`of memcpy`: c10d_func's bus bandwidth over it. In place: `dist.all_reduce` on a "
+        "persistent bucket (no clone), on the default Gloo group and on a group of backend "
+        "`c10d_func`. Peak RSS: VmHWM (MiB, max over ranks) while 3 calls run, shared memory "
+        "included.",
+        "",
+        "| op | size | busbw c10d_func GB/s | memcpy GB/s | of memcpy | in place Gloo µs | "
+        "in place c10d_func µs | × | " + " | ".join(f"peak RSS {i}" for i in impls) + " |",
+        "|---" * (8 + len(impls)) + "|",
+    ]
+    for r in rows:
+        gloo = r["inplace_us"].get("dist in place (Gloo)")
+        own = r["inplace_us"].get("dist in place on c10d_func")
+        lines.append(
+            f"| {r['op']} | {human_bytes(r['size'])} | {_num(r['busbw_gbps'], '.3g')} | "
+            f"{_num(r['memcpy_gbps'], '.3g')} | {_num(r['of_roofline'], '.0%')} | {_num(gloo, '.0f')} | "
+            f"{_num(own, '.0f')} | {_num(gloo / own if gloo and own else None, '.1f')} | "
+            + " | ".join(_num(r["peak_rss_mib"].get(i), ".0f") for i in impls)
+            + " |"
+        )
+    return lines + [""]
+
+
 def render_markdown(results: dict[str, Any]) -> str:
     meta = results["metadata"]
     lines = [
@@ -176,6 +207,7 @@ def render_markdown(results: dict[str, Any]) -> str:
     for op in OPS:
         if any(r["op"] == op for r in results["collectives"]):
             lines += _op_table(op, results)
+    lines += _memory_bound_section(results)
     lines += _correctness_section(results) + _step_section(results)
     return "\n".join(lines)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import memory_bound
 from .correctness import OK
 from .impls import (
     C10D_FUNC,
@@ -116,6 +117,39 @@ def _step_rows(raw: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _memory_bound_rows(raw: dict[str, Any], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per large point: c10d_func's bus bandwidth against a memcpy of the same size, the classic
+    in-place all_reduce on both groups, and each implementation's peak RSS (max over ranks)."""
+    sweeps = [payload["sweep"] for payload in raw["ranks"]]
+    busbw = {(r["op"], r["size"]): r["busbw_gbps"] for r in rows if r["impl"] == C10D_FUNC}
+    out = []
+    for i, point in enumerate(sweeps[0]):
+        if "extra_times_s" not in point:
+            continue
+        medians = {
+            name: median(max_over_ranks([sweep[i]["extra_times_s"][name] for sweep in sweeps]))
+            for name in point["extra_times_s"]
+        }
+        copy_gbps = point["numel"] * ELEMENT_BYTES / medians[memory_bound.ROOFLINE] / 1e9
+        bw = busbw.get((point["op"], point["size"]))
+        peaks = {}
+        for name in point["peak_rss_mib"]:
+            values = [sweep[i]["peak_rss_mib"][name] for sweep in sweeps]
+            peaks[name] = None if None in values else max(values)
+        out.append(
+            {
+                "op": point["op"],
+                "size": point["size"],
+                "busbw_gbps": bw,
+                "memcpy_gbps": copy_gbps,
+                "of_roofline": None if bw is None else bw / copy_gbps,
+                "inplace_us": {n: medians[n] * 1e6 for n in memory_bound.INPLACE if n in medians},
+                "peak_rss_mib": peaks,
+            }
+        )
+    return out
+
+
 def summarize(raw: dict[str, Any], metadata: dict[str, Any]) -> dict[str, Any]:
     """The results document written to results.json (and rendered by report and plot)."""
     rows = _collective_rows(raw)
@@ -129,5 +163,6 @@ def summarize(raw: dict[str, Any], metadata: dict[str, Any]) -> dict[str, Any]:
         "correctness": correctness,
         "collectives": rows,
         "ratios": _ratios(rows),
+        "memory_bound": _memory_bound_rows(raw, rows),
         "step": _step_rows(raw),
     }

@@ -19,8 +19,17 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from . import memory_bound
 from .correctness import ERROR, OK, UNAVAILABLE, check
-from .impls import BUILDERS, FRONTEND, IMPL_NAMES, GroupCtx, input_numel, missing_reason
+from .impls import (
+    BUILDERS,
+    FRONTEND,
+    IMPL_NAMES,
+    GroupCtx,
+    dist_on_c10d_func_group,
+    input_numel,
+    missing_reason,
+)
 from .mlp_step import run_step_benchmark
 from .timing import device_sync, measure_interleaved
 
@@ -102,7 +111,12 @@ def _sweep(
                 barrier=barrier,
                 sync=sync,
             )
-            rows.append({"op": op, "size": size, "numel": numel, "times_s": times})
+            row = {"op": op, "size": size, "numel": numel, "times_s": times}
+            if device.type == "cpu" and numel * x.element_size() >= memory_bound.FROM_BYTES:
+                row.update(
+                    memory_bound.measure(op, x, thunks, cfg, barrier, dist_on_c10d_func_group)
+                )
+            rows.append(row)
             _log(ctx.rank, f"timed {op} {size} B")
     return rows
 

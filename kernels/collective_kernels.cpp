@@ -68,9 +68,9 @@ Completion into(const at::Tensor& target, const at::Tensor& buffer, const Comple
 }
 
 at::Tensor all_gather_one(const CollectiveCall& call, std::string_view op, const at::Tensor& self) {
-  at::Tensor input = call.sendable(self);
   at::Tensor output =
       new_output(call, gathered_shape(op, self.sym_sizes(), call.group_size()), self);
+  at::Tensor input = call.sendable_in_own_block(self, output);
   call.record(output, call.communicator().all_gather(output, input));
   return output;
 }
@@ -155,7 +155,9 @@ void all_gather_into_tensor_out(const at::Tensor& self, c10::string_view tag, at
   check_out(kOp, self, out, gathered_shape(kOp, self.sym_sizes(), group_size));
   CollectiveCall call(kOp, self, tag, ranks, group_size);
   at::Tensor buffer = out.contiguous();
-  call.record(out, into(out, buffer, call.communicator().all_gather(buffer, call.sendable(self))));
+  call.record(
+      out, into(out, buffer,
+                call.communicator().all_gather(buffer, call.sendable_in_own_block(self, buffer))));
 }
 
 std::vector<at::Tensor> all_gather_into_tensor_coalesced(at::TensorList self, c10::string_view tag,

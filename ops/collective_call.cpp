@@ -79,6 +79,19 @@ at::Tensor CollectiveCall::sendable(const at::Tensor& self) const {
   return group_->communicator->snapshot(self);
 }
 
+at::Tensor CollectiveCall::sendable_in_own_block(const at::Tensor& self,
+                                                 const at::Tensor& output) const {
+  at::Tensor owned = self.contiguous();
+  if (!owned.is_same(self) || self.numel() == 0 ||
+      !group_->communicator->reads_inputs_after_return(self.nbytes())) {
+    return owned;
+  }
+  at::Tensor own =
+      output.view(-1).narrow(0, index() * self.numel(), self.numel()).view(self.sizes());
+  own.copy_(self);
+  return own;
+}
+
 void CollectiveCall::record(const at::Tensor& output, const Completion& completion) const {
   record_output(op_, group_, output, completion);
 }

@@ -28,6 +28,10 @@ class CollectiveCall {
   // inputs after the call returns (the caller may write to its tensor at once, and inductor
   // reuses buffers as soon as an op returns), otherwise `self` made contiguous.
   at::Tensor sendable(const at::Tensor& self) const;
+  // What all_gather may send of `self`: where sendable() would copy, the caller's own block of
+  // `output` filled with `self` now (where its input ends up anyway) instead of a private copy;
+  // every transport gathers in place from there (NCCL's in-place all_gather layout).
+  at::Tensor sendable_in_own_block(const at::Tensor& self, const at::Tensor& output) const;
 
   // `output` stays pending until `completion` is done.
   void record(const at::Tensor& output, const Completion& completion) const;

@@ -191,9 +191,7 @@ def run_rank(iters: int) -> None:
         )
         print(f"{'op':<30} {'shape':<10} {'dtype':<9} {'correct':<8} {'median µs':>10}")
         for op, shape, dtype, correct, us in rows:
-            print(
-                f"{op:<30} {shape!s:<10} {dtype:<9} {'yes' if correct else 'NO':<8} {us:>10.1f}"
-            )
+            print(f"{op:<30} {shape!s:<10} {dtype:<9} {'yes' if correct else 'NO':<8} {us:>10.1f}")
         wrong = [r[0] for r in rows if not r[3]]
         print(f"\n{len(rows) - len(wrong)} of {len(rows)} correct on every rank")
     if any(not r[3] for r in rows):

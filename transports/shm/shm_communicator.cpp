@@ -37,6 +37,7 @@
 #include "transports/shm/shm_members.h"
 #include "transports/shm/shm_reduce.h"
 #include "transports/shm/shm_segment.h"
+#include "transports/shm/stream_copy.h"
 #include "transports/shm/symmetric_pool.h"
 
 #include <algorithm>
@@ -106,7 +107,11 @@ class ShmCommunicator final : public Communicator {
       return input;
     }
     if (auto copy = pool_->allocate(input.sizes(), input.options(), /*user_owned=*/false)) {
-      copy->copy_(input);
+      if (input.is_contiguous()) {
+        stream_copy(copy->data_ptr(), input.data_ptr(), nbytes(input), streaming(nbytes(input)));
+      } else {
+        copy->copy_(input);
+      }
       return *copy;
     }
     return input.clone(at::MemoryFormat::Contiguous);
@@ -332,8 +337,18 @@ class ShmCommunicator final : public Communicator {
       return completed();
     }
     const bool in_call = can_run_inline(nbytes(output));
-    at::Tensor source = rank_ != root || in_call || input.is_same(output) ? input : snapshot(input);
     const bool direct = goes_direct(nbytes(output));
+    at::Tensor source = input;
+    if (rank_ == root && !in_call && !input.is_same(output)) {
+      // The root's copy of its input goes straight into its output (which nobody reads before
+      // the wait), and the others read it there: one copy instead of a snapshot and a copy.
+      if (direct && input.is_contiguous() && pool_->offset_in_segment(output)) {
+        stream_copy(output.data_ptr(), input.data_ptr(), nbytes(output), streaming(nbytes(output)));
+        source = output;
+      } else {
+        source = snapshot(input);
+      }
+    }
     return submit("broadcast", nbytes(output), [this, output, source, root, direct] {
       if (direct && direct_->broadcast(output, source, root)) {
         return;

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include "transports/shm/shm_reduce.h"
+#include "transports/shm/stream_copy.h"
 
 #include <cstring>
 
@@ -47,7 +48,7 @@ int64_t DirectCollectives::place(const at::Tensor& tensor, at::Tensor& staged, b
     return -1;
   }
   if (copy) {
-    std::memcpy(block->data_ptr(), tensor.data_ptr(), bytes);
+    stream_copy(block->data_ptr(), tensor.data_ptr(), bytes, streaming(bytes));
   }
   staged = *block;
   return static_cast<int64_t>(*pool_->offset_in_segment(staged));
@@ -103,26 +104,28 @@ bool DirectCollectives::all_reduce(const at::Tensor& output, const at::Tensor& i
   const size_t end = count * (rank + 1) / n * element;
   const size_t piece = std::max(element, kPieceBytes / element * element);
   std::vector<const char*> sources(n);
+  // Each piece is reduced into a buffer that stays in cache, then streamed to every output.
+  const bool streams = streaming(total);
+  static thread_local std::vector<char> scratch;
+  scratch.resize(piece);
+  char* reduced = scratch.data();
   for (size_t off = begin; off < end; off += piece) {
     const size_t len = std::min(piece, end - off);
     for (int64_t m = 0; m < n; ++m) {
       sources[m] = input_of(m) + off;
     }
-    char* reduced = output_of(rank) + off;
     reduce_into(reduced, sources, static_cast<int64_t>(len / element), dtype, op);
     if (divide) {
       divide_piece(reduced, static_cast<int64_t>(len / element), dtype, n);
     }
     for (int64_t m = 0; m < n; ++m) {
-      if (m != rank) {
-        std::memcpy(output_of(m) + off, reduced, len);
-      }
+      stream_copy(output_of(m) + off, reduced, len, streams);
     }
   }
   members_.barrier("all_reduce");
   const at::Tensor& result = in_place ? staged_input : staged_output;
   if (result.defined()) {  // the output lies outside the segment: copy the result out
-    std::memcpy(output.data_ptr(), result.data_ptr(), total);
+    stream_copy(output.data_ptr(), result.data_ptr(), total, streams);
   }
   return true;
 }
@@ -134,9 +137,13 @@ bool DirectCollectives::all_gather(const at::Tensor& output, const at::Tensor& i
   if (!agree("all_gather", OpCode::kAllGather, total, input_at, 0, everyone, nobody)) {
     return false;
   }
+  const bool streams = streaming(total * members_.size());
   for (int64_t m = 0; m < members_.size(); ++m) {
     const char* from = m == members_.rank() ? bytes_of(input) : input_of(m);
-    std::memcpy(bytes_of(output) + m * total, from, total);
+    char* to = bytes_of(output) + m * total;
+    if (from != to) {  // the input may already be in its place (sent from its own block)
+      stream_copy(to, from, total, streams);
+    }
   }
   members_.barrier("all_gather");  // the others are done reading this member's input
   return true;
@@ -196,26 +203,25 @@ bool DirectCollectives::all_to_all(const at::Tensor& output, const at::Tensor& i
       if (entry(from, to)[1] != entry(to, from)[2]) {
         members_.fail("all_to_all",
                       "split sizes disagree: " + members_.name_of(from) + " sends " +
-                          std::to_string(entry(from, to)[1]) + " bytes to " +
-                          members_.name_of(to) + ", which expects " +
-                          std::to_string(entry(to, from)[2]) +
+                          std::to_string(entry(from, to)[1]) + " bytes to " + members_.name_of(to) +
+                          ", which expects " + std::to_string(entry(to, from)[2]) +
                           " (output_split_sizes on one member must match input_split_sizes on "
                           "the others)");
       }
     }
   }
+  const bool streams = streaming(nbytes(output));
   for (int64_t m = 0, at = 0; m < n; ++m) {
     const char* from =
         (m == rank ? static_cast<const char*>(bytes_of(input)) : input_of(m)) + entry(m, rank)[0];
-    std::memcpy(bytes_of(output) + at, from, receive[m]);
+    stream_copy(bytes_of(output) + at, from, receive[m], streams);
     at += static_cast<int64_t>(receive[m]);
   }
   members_.barrier("all_to_all");
   return true;
 }
 
-bool DirectCollectives::broadcast(const at::Tensor& output, const at::Tensor& input,
-                                  int64_t root) {
+bool DirectCollectives::broadcast(const at::Tensor& output, const at::Tensor& input, int64_t root) {
   const size_t total = nbytes(output);
   const bool is_root = members_.rank() == root;
   at::Tensor staged;
@@ -226,9 +232,9 @@ bool DirectCollectives::broadcast(const at::Tensor& output, const at::Tensor& in
     return false;
   }
   if (!is_root) {
-    std::memcpy(bytes_of(output), input_of(root), total);
+    stream_copy(bytes_of(output), input_of(root), total, streaming(total));
   } else if (input.data_ptr() != output.data_ptr()) {
-    std::memcpy(bytes_of(output), bytes_of(input), total);
+    stream_copy(bytes_of(output), bytes_of(input), total, streaming(total));
   }
   members_.barrier("broadcast");
   return true;
@@ -245,7 +251,7 @@ bool DirectCollectives::gather(const at::Tensor& output, const at::Tensor& input
   if (members_.rank() == root) {
     for (int64_t m = 0; m < members_.size(); ++m) {
       const char* from = m == root ? bytes_of(input) : input_of(m);
-      std::memcpy(bytes_of(output) + m * total, from, total);
+      stream_copy(bytes_of(output) + m * total, from, total, streaming(total * members_.size()));
     }
   }
   members_.barrier("gather");
@@ -263,7 +269,7 @@ bool DirectCollectives::scatter(const at::Tensor& output, const at::Tensor& inpu
     return false;
   }
   const char* from = is_root ? bytes_of(input) : input_of(root);
-  std::memcpy(bytes_of(output), from + members_.rank() * total, total);
+  stream_copy(bytes_of(output), from + members_.rank() * total, total, streaming(total));
   members_.barrier("scatter");
   return true;
 }

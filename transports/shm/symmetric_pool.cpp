@@ -91,7 +91,8 @@ std::optional<at::Tensor> SymmetricPool::allocate(at::IntArrayRef sizes,
   for (const int64_t size : sizes) {
     numel *= size;
   }
-  const size_t bytes = static_cast<size_t>(numel) * c10::elementSize(options.dtype().toScalarType());
+  const size_t bytes =
+      static_cast<size_t>(numel) * c10::elementSize(options.dtype().toScalarType());
   const size_t capacity = size_class(bytes);
   std::optional<size_t> offset;
   {

@@ -37,9 +37,9 @@ size_t pool_bound_bytes();
 struct PoolStats {
   int64_t reserved_bytes = 0;  // reserved by this pool: in use + cached
   int64_t in_use_bytes = 0;
-  int64_t allocations = 0;     // served from the pool
-  int64_t reuses = 0;          // of those, served from a cached block (no page fault)
-  int64_t fallbacks = 0;       // requests that went to ordinary memory: the bound or /dev/shm full
+  int64_t allocations = 0;  // served from the pool
+  int64_t reuses = 0;       // of those, served from a cached block (no page fault)
+  int64_t fallbacks = 0;    // requests that went to ordinary memory: the bound or /dev/shm full
 };
 
 class SymmetricPool : public std::enable_shared_from_this<SymmetricPool> {
@@ -75,8 +75,8 @@ class SymmetricPool : public std::enable_shared_from_this<SymmetricPool> {
   size_t region_bytes_;
 
   mutable std::mutex mutex_;
-  std::map<size_t, size_t> unreserved_;                  // offset -> length, coalesced
-  std::map<size_t, std::vector<size_t>> cached_;         // capacity -> offsets of free blocks
+  std::map<size_t, size_t> unreserved_;           // offset -> length, coalesced
+  std::map<size_t, std::vector<size_t>> cached_;  // capacity -> offsets of free blocks
   PoolStats stats_;
 };
 
