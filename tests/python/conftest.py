@@ -12,17 +12,25 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from worker_pool import WorkerPool
 
-_pools: dict[tuple, WorkerPool] = {}
+_pools: dict[tuple, WorkerPool] = {}  # in order of last use, oldest first
+
+# Every rank holds torch (and, once it compiled, inductor): about 1 GB each. Pools kept for the
+# whole session would add up past the memory of a small machine, so only the most recently
+# used ones stay, up to this many ranks in all (the four pools of the `pool` fixture).
+MAX_CACHED_RANKS = 12
 
 
 def get_pool(world_size: int, env: dict[str, str] | None = None) -> WorkerPool:
     """The session's pool of `world_size` ranks started with `env` (variables read once at start,
-    such as C10D_FUNC_DEBUG), made on first use and again after a test broke it."""
+    such as C10D_FUNC_DEBUG), made on first use and again after a test broke it or after it was
+    closed to make room for others."""
     key = (world_size, tuple(sorted((env or {}).items())))
-    pool = _pools.get(key)
+    pool = _pools.pop(key, None)
     if pool is None or pool.broken:
+        while _pools and sum(k[0] for k in _pools) + world_size > MAX_CACHED_RANKS:
+            _pools.pop(next(iter(_pools))).close()
         pool = WorkerPool(world_size, env=env)
-        _pools[key] = pool
+    _pools[key] = pool  # now the most recently used
     return pool
 
 

@@ -4,13 +4,21 @@ direct path on symmetric host memory: every op, every dtype, on private inputs, 
 and 4 ranks, on both CPU transports (on Gloo the same calls take its own path: a reference
 point). Then what only shm has: output lifetimes (kept, dropped, kept across shutdown(), sent on
 another tag), an exhausted pool falling back to ordinary memory, symmetric memory turned off,
-and the pool's counters in groups()."""
+the pool's counters in groups(), and the classic torch.distributed calls on private buffers,
+reached with cross-memory attach where the kernel allows it and copied into the pool where a
+seccomp filter refuses it."""
 
 from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import struct
 
 import c10d_func
 import pytest
 import torch
+import torch.distributed as dist
 from reference import (
     MOVE_DTYPES,
     REDUCE_DTYPES,
@@ -147,6 +155,24 @@ def body_movement(rank: int, world_size: int, source: str) -> list[str]:
             out = checks.functional(f"permute {what}", ops.permute, x, shift, "", ranks, gs)
             checks.expect(f"permute {what}", out, inputs[(me - 1) % gs], exact=True)
     return checks.failures
+
+
+def body_half_sums(rank: int, world_size: int) -> list[str]:
+    checks = Checks(rank)
+    everyone = list(range(world_size))
+    for dtype in (torch.bfloat16, torch.float16):
+        big = 256.0 if dtype == torch.bfloat16 else 2048.0  # where the spacing of the dtype is 2
+        for n in (1000, large_rows(dtype)):  # through the slots and the direct path
+            x = torch.full((n,), big if rank == 0 else 1.0, dtype=dtype)
+            expected = torch.full((n,), big + world_size - 1, dtype=torch.float64).to(dtype)
+            out = ops.wait_tensor(ops.all_reduce(x, "sum", "", everyone, world_size))
+            checks.expect(f"{dtype} sum of {big} and ones, {n} elements", out, expected, exact=True)
+    return checks.failures
+
+
+def test_half_precision_sums_accumulate_in_fp32(pool4):
+    # 4 ranks: 256 + 1 + 1 + 1 is 259 (260 in bf16); rounding after each addition gives 256.
+    assert_no_failures(pool4.run(body_half_sums))
 
 
 @pytest.mark.parametrize("source", SOURCES)
@@ -303,7 +329,106 @@ def test_groups_reports_the_pool(pool2):
             "allocations",
             "reuses",
             "fallbacks",
+            "cross_memory_attach",
         }
         # the empty() tensor, the gathered output (its snapshot of t is not needed: t is symmetric)
         assert memory["allocations"] >= 2 and memory["fallbacks"] == 0, memory
         assert memory["in_use_bytes"] >= 3 * N * 4, memory
+
+
+# ---------------------------------------------------------------- classic calls, cross-memory attach
+
+# process_vm_readv / process_vm_writev
+CMA_SYSCALLS = {"x86_64": (310, 311), "aarch64": (270, 271)}
+
+
+def deny_cross_memory_attach() -> None:
+    """Installs a seccomp filter on this process: process_vm_readv/writev fail with EPERM, as a
+    container policy would make them (the kernel refuses; nothing in the library is told)."""
+    read, write = CMA_SYSCALLS[platform.machine()]
+    libc = ctypes.CDLL(None, use_errno=True)
+    load_nr, jump_eq, ret = 0x20, 0x15, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_RET|K
+    allow, eperm = 0x7FFF0000, 0x00050000 | 1
+    program = b"".join(
+        [
+            struct.pack("HBBI", load_nr, 0, 0, 0),  # seccomp_data.nr
+            struct.pack("HBBI", jump_eq, 0, 1, read),
+            struct.pack("HBBI", ret, 0, 0, eperm),
+            struct.pack("HBBI", jump_eq, 0, 1, write),
+            struct.pack("HBBI", ret, 0, 0, eperm),
+            struct.pack("HBBI", ret, 0, 0, allow),
+        ]
+    )
+    code = ctypes.create_string_buffer(program)
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = Program(len(program) // 8, ctypes.addressof(code))
+    assert libc.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
+    assert libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) == 0, (
+        ctypes.get_errno()
+    )  # SECCOMP_MODE_FILTER
+
+
+def setup_classic_world(rank: int, world_size: int) -> None:
+    if os.environ.get("TEST_DENY_CMA_ON_RANK") == str(rank):
+        deny_cross_memory_attach()
+    dist.init_process_group("cpu:c10d_func", rank=rank, world_size=world_size)
+
+
+def body_classic_calls(rank: int, world_size: int) -> dict:
+    checks = Checks(rank)
+    everyone = list(range(world_size))
+    for d, dtype in enumerate([torch.float32, torch.bfloat16, torch.int64]):
+        n = (16 << 20) // torch.empty(
+            (), dtype=dtype
+        ).element_size()  # 16 MiB: attached when allowed
+        inputs = [make_input(m, (n,), dtype, d) for m in everyone]
+        bucket = inputs[rank].clone()
+        dist.all_reduce(bucket)  # in place: attached, or copied into the pool and back
+        checks.expect(f"dist.all_reduce {dtype}", bucket, reduce_reference(inputs, "sum"))
+        out = torch.empty(world_size * n, dtype=dtype)
+        dist.all_gather_into_tensor(out, inputs[rank])
+        checks.expect(f"dist.all_gather_into_tensor {dtype}", out, torch.cat(inputs), exact=True)
+        out = torch.empty(n // world_size, dtype=dtype)
+        dist.reduce_scatter_tensor(out, inputs[rank])
+        share = n // world_size
+        checks.expect(
+            f"dist.reduce_scatter_tensor {dtype}",
+            out,
+            reduce_reference(inputs, "sum")[rank * share : (rank + 1) * share],
+        )
+        out = torch.empty(n, dtype=dtype)
+        dist.all_to_all_single(out, inputs[rank])
+        checks.expect(
+            f"dist.all_to_all_single {dtype}",
+            out,
+            torch.cat([inputs[m][rank * share : (rank + 1) * share] for m in everyone]),
+            exact=True,
+        )
+        root_buffer = inputs[rank].clone()
+        dist.broadcast(root_buffer, src=world_size - 1)
+        checks.expect(f"dist.broadcast {dtype}", root_buffer, inputs[world_size - 1], exact=True)
+    (group,) = [g for g in c10d_func.groups() if g["device"] == "cpu" and g["backend"] == "shm"]
+    return {
+        "failures": checks.failures,
+        "cross_memory_attach": group["memory"]["cross_memory_attach"],
+    }
+
+
+@pytest.mark.parametrize(
+    "env, attached",
+    [({}, 1), ({"TEST_DENY_CMA_ON_RANK": "1"}, 0), ({"C10D_FUNC_SHM_CMA": "0"}, 0)],
+    ids=["attached", "refused-by-seccomp", "turned-off"],
+)
+def test_classic_calls_on_private_buffers(env, attached):
+    pool = WorkerPool(
+        2, env={"C10D_FUNC_TEST_SETUP": "test_symmetric_memory:setup_classic_world", **env}
+    )
+    try:
+        answers = pool.run(body_classic_calls, timeout=180)
+    finally:
+        pool.close()
+    assert_no_failures([a["failures"] for a in answers])
+    assert [a["cross_memory_attach"] for a in answers] == [attached] * 2, answers

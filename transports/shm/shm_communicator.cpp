@@ -62,7 +62,7 @@ using namespace shm;  // the segment's layout and codes (shm_layout.h)
 
 class ShmCommunicator final : public Communicator {
  public:
-  ShmCommunicator(SharedSegment segment, const Rendezvous& rendezvous)
+  ShmCommunicator(SharedSegment segment, const Rendezvous& rendezvous, bool cross_memory)
       : segment_(std::make_shared<SharedSegment>(std::move(segment))),
         rank_(rendezvous.rank),
         size_(rendezvous.size),
@@ -73,7 +73,8 @@ class ShmCommunicator final : public Communicator {
     region_bytes_ = header->region_bytes;
     pool_ = std::make_shared<SymmetricPool>(
         segment_, regions_offset(size_, chunk_) + rank_ * region_bytes_, region_bytes_);
-    direct_ = std::make_unique<DirectCollectives>(sync_, pool_);
+    direct_ = std::make_unique<DirectCollectives>(sync_, pool_, cross_memory);
+    cross_memory_ = cross_memory;
   }
 
   ~ShmCommunicator() override {
@@ -141,7 +142,8 @@ class ShmCommunicator final : public Communicator {
             {"in_use_bytes", stats.in_use_bytes},
             {"allocations", stats.allocations},
             {"reuses", stats.reuses},
-            {"fallbacks", stats.fallbacks}};
+            {"fallbacks", stats.fallbacks},
+            {"cross_memory_attach", cross_memory_ ? 1 : 0}};
   }
 
   Completion all_reduce(const at::Tensor& buffer, ReduceOp reduce_op) override {
@@ -575,6 +577,7 @@ class ShmCommunicator final : public Communicator {
   int64_t size_;
   size_t chunk_ = 0;
   size_t region_bytes_ = 0;
+  bool cross_memory_ = false;  // private tensors are reached with process_vm_readv/writev
   char* data_ = nullptr;
   std::shared_ptr<SymmetricPool> pool_;
 
@@ -594,8 +597,9 @@ class ShmCommunicator final : public Communicator {
 }  // namespace
 
 std::shared_ptr<Communicator> shm::communicator_on(SharedSegment segment,
-                                                   const Rendezvous& rendezvous) {
-  return std::make_shared<ShmCommunicator>(std::move(segment), rendezvous);
+                                                   const Rendezvous& rendezvous,
+                                                   bool cross_memory) {
+  return std::make_shared<ShmCommunicator>(std::move(segment), rendezvous, cross_memory);
 }
 
 }  // namespace c10d_func

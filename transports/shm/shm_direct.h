@@ -7,10 +7,13 @@
 // 4 MiB pieces with a barrier (or two) per piece and copy it in and out.
 //
 // A tensor already in the segment (a collective's output, a snapshot of a queued collective's
-// input, a c10d_func.empty tensor) is used where it lies; another is first copied into a block
-// of this member's pool. When some member finds no room for that (the pool's bound), every
-// member learns it at the first barrier and the call returns false: the caller then runs the
-// collective through the slots, so a full pool costs speed, never an error.
+// input, a c10d_func.empty tensor) is used where it lies. Another one (the caller's buffer of an
+// in-place call, a classic call's input) is reached with cross-memory attach where every member
+// can (cross_memory.h) and it is large (16 MiB), else first copied into a block of this
+// member's pool. When some member
+// finds no room for that (the pool's bound), every member learns it at the first barrier and the
+// call returns false: the caller then runs the collective through the slots, so a full pool
+// costs speed, never an error.
 #include "transports/shm/shm_members.h"
 #include "transports/shm/symmetric_pool.h"
 
@@ -21,8 +24,8 @@ namespace c10d_func::shm {
 
 class DirectCollectives {
  public:
-  DirectCollectives(Members& members, std::shared_ptr<SymmetricPool> pool)
-      : members_(members), pool_(std::move(pool)) {}
+  DirectCollectives(Members& members, std::shared_ptr<SymmetricPool> pool, bool cross_memory)
+      : members_(members), pool_(std::move(pool)), cross_memory_(cross_memory) {}
 
   // Every member's `input` reduced into `output` (same wire dtype, contiguous; may be the same
   // tensor). `asked` is the reduction members compare (avg arrives as a sum to divide).
@@ -40,19 +43,35 @@ class DirectCollectives {
   bool scatter(const at::Tensor& output, const at::Tensor& input, int64_t root);
 
  private:
-  // Where `tensor` lies in the segment, copying it into a pool block (kept in `staged`) when it
-  // lies elsewhere and `copy` is true; -1 when it cannot be placed.
-  int64_t place(const at::Tensor& tensor, at::Tensor& staged, bool copy);
-  // Publishes this member's offsets, passes the first barrier and says whether every member
+  // Where the others find a tensor: an offset in the segment, or kAttached with its address.
+  struct Placement {
+    int64_t offset = kUnplaced;
+    uint64_t address = 0;
+  };
+  // `tensor`'s placement; a tensor outside the segment is attached where every member can
+  // attach, else copied (when `copy`) into a pool block kept in `staged`; kUnplaced when no
+  // room is left.
+  Placement place(const at::Tensor& tensor, at::Tensor& staged, bool copy);
+  // Publishes this member's placements, passes the first barrier and says whether every member
   // placed what the collective needs (`input_needed(m)` / `output_needed(m)` of member m).
   template <typename InputNeeded, typename OutputNeeded>
-  bool agree(const char* op, OpCode code, uint64_t detail, int64_t input_at, int64_t output_at,
+  bool agree(const char* op, OpCode code, uint64_t detail, Placement input, Placement output,
              InputNeeded input_needed, OutputNeeded output_needed);
-  const char* input_of(int64_t member) const;
-  char* output_of(int64_t member) const;
+
+  // Bytes [offset, offset + bytes) of member `m`'s input, wherever it lies, copied to `to`.
+  void read_input(const char* op, int64_t m, size_t offset, void* to, size_t bytes, bool streams);
+  // Member `m`'s input at `offset` readable in place: its address in the segment, or `scratch`
+  // holding a copy (an attached input).
+  const char* input_piece(const char* op, int64_t m, size_t offset, size_t bytes, char* scratch);
+  void write_output(const char* op, int64_t m, size_t offset, const void* from, size_t bytes,
+                    bool streams);
+  bool attached(const std::atomic<int64_t>& exposed) const {
+    return exposed.load(std::memory_order_relaxed) == kAttached;
+  }
 
   Members& members_;
   std::shared_ptr<SymmetricPool> pool_;
+  bool cross_memory_;
 };
 
 }  // namespace c10d_func::shm

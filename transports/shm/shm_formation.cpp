@@ -6,6 +6,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "transports/rank_format.h"
+#include "transports/shm/cross_memory.h"
 #include "transports/shm/shm_communicator.h"
 #include "transports/shm/shm_layout.h"
 #include "transports/shm/symmetric_pool.h"
@@ -48,6 +49,26 @@ std::vector<std::string> exchange_host_identities(const Rendezvous& rendezvous) 
   return ids;
 }
 
+// Each member probes every other once; cross-memory attach is used only when all could.
+bool agree_on_cross_memory(const Rendezvous& rendezvous, const MemberControl* controls) {
+  bool mine = cross_memory_wanted();
+  for (int64_t m = 0; mine && m < rendezvous.size; ++m) {
+    if (m != rendezvous.rank) {
+      mine = controls[m].pid_ns == controls[rendezvous.rank].pid_ns &&
+             probe(controls[m].pid, controls[m].probe_address);
+    }
+  }
+  rendezvous.store->set("cma/" + std::to_string(rendezvous.rank),
+                        std::vector<uint8_t>{static_cast<uint8_t>(mine ? 1 : 0)});
+  bool everyone = true;
+  for (int64_t m = 0; m < rendezvous.size; ++m) {
+    const std::string key = "cma/" + std::to_string(m);
+    rendezvous.store->wait({key}, rendezvous.timeout);
+    everyone = everyone && rendezvous.store->get(key) == std::vector<uint8_t>{1};
+  }
+  return everyone;
+}
+
 Rendezvous under(const Rendezvous& rendezvous, const std::string& prefix) {
   Rendezvous sub = rendezvous;
   sub.store = c10::make_intrusive<c10d::PrefixStore>(prefix, rendezvous.store);
@@ -82,6 +103,10 @@ std::shared_ptr<Communicator> form(const Rendezvous& rendezvous) {
     auto* controls = reinterpret_cast<MemberControl*>(segment.base() + controls_offset());
     controls[rendezvous.rank].pid = static_cast<int32_t>(::getpid());
     controls[rendezvous.rank].pid_ns = shm::pid_namespace();
+    controls[rendezvous.rank].probe_address = probe_address();
+    if (cross_memory_wanted()) {
+      allow_peers();  // before any peer can probe: they wait for "mapped" first
+    }
     // Once every member has mapped the segment its name is removed: nothing is left in /dev/shm
     // by a crash, a kill or an exception from here on.
     rendezvous.store->set("mapped/" + std::to_string(rendezvous.rank), std::vector<uint8_t>{1});
@@ -91,7 +116,8 @@ std::shared_ptr<Communicator> form(const Rendezvous& rendezvous) {
     }
     rendezvous.store->wait(mapped, rendezvous.timeout);
     SharedSegment::unlink(name);
-    return communicator_on(std::move(segment), rendezvous);
+    const bool cross_memory = agree_on_cross_memory(rendezvous, controls);
+    return communicator_on(std::move(segment), rendezvous, cross_memory);
   } catch (...) {
     if (!name.empty()) {
       SharedSegment::unlink(name);

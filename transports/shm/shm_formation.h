@@ -9,6 +9,8 @@
 
 namespace c10d_func::shm {
 
-std::shared_ptr<Communicator> communicator_on(SharedSegment segment, const Rendezvous& rendezvous);
+// `cross_memory`: every member can read every other's private memory (cross_memory.h).
+std::shared_ptr<Communicator> communicator_on(SharedSegment segment, const Rendezvous& rendezvous,
+                                              bool cross_memory);
 
 }  // namespace c10d_func::shm

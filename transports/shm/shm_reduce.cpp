@@ -50,6 +50,22 @@ void reduce_into(void* dst, std::vector<const char*> sources, int64_t count, c10
     std::memcpy(dst, sources[0], static_cast<size_t>(count) * c10::elementSize(dtype));
     return;
   }
+  const bool half = dtype == c10::kBFloat16 || dtype == c10::kHalf;
+  if (half && sources.size() > 2 && (op == ReduceOp::kSum || op == ReduceOp::kAvg)) {
+    // Sums of bf16/fp16 accumulate in fp32 and round once: rounding after every member's
+    // addition loses what small contributions add up to (256 + 1 + 1 + 1 stays 256 in bf16).
+    static thread_local at::Tensor accumulator;
+    if (!accumulator.defined() || accumulator.numel() < count) {
+      accumulator = at::empty({count}, at::TensorOptions().dtype(at::kFloat));
+    }
+    at::Tensor sum = accumulator.narrow(0, 0, count);
+    sum.copy_(view(sources[0]));
+    for (size_t i = 1; i < sources.size(); ++i) {
+      sum.add_(view(sources[i]));
+    }
+    out.copy_(sum);
+    return;
+  }
   combine(view(sources[0]), view(sources[1]));
   for (size_t i = 2; i < sources.size(); ++i) {
     combine(out, view(sources[i]));

@@ -10,7 +10,8 @@
 
 namespace c10d_func::shm {
 
-// dst = reduction over `sources` (count elements of `dtype` each). ATen's kernels are vectorised.
+// dst = reduction over `sources` (count elements of `dtype` each). ATen's kernels are vectorised;
+// sums of bf16/fp16 over more than two members accumulate in fp32.
 // `dst` may be one of the sources (an in-place reduction): that one is folded in first, before
 // anything is written to it.
 void reduce_into(void* dst, std::vector<const char*> sources, int64_t count, c10::ScalarType dtype,

@@ -25,6 +25,9 @@ std::string host_identity();
 // the same namespace.
 uint64_t pid_namespace();
 
+constexpr int64_t kUnplaced = -1;
+constexpr int64_t kAttached = -2;
+
 struct alignas(64) MemberControl {
   std::atomic<uint64_t> arrived{0};   // the last barrier step this member reached
   std::atomic<uint32_t> wake{0};      // futex word: bumped on every arrival
@@ -33,12 +36,16 @@ struct alignas(64) MemberControl {
   // the member announced it runs, and a small number it exchanges (all_to_all's rounds).
   std::atomic<uint64_t> collective[2] = {0, 0};
   std::atomic<int64_t> value[2] = {0, 0};
-  // Direct collectives: where this member's input and output lie in the segment (offsets from
-  // its start, -1: not reachable by the others), published before the first barrier.
+  // Direct collectives: where this member's input and output lie, published before the first
+  // barrier: an offset in the segment, kUnplaced, or kAttached (in its private memory at
+  // *_address, reached by cross-memory attach).
   std::atomic<int64_t> exposed_input{-1};
   std::atomic<int64_t> exposed_output{-1};
+  std::atomic<uint64_t> input_address{0};
+  std::atomic<uint64_t> output_address{0};
   int32_t pid = 0;
   uint64_t pid_ns = 0;
+  uint64_t probe_address = 0;  // a word peers read once to learn whether cross-memory attach works
 };
 
 class SharedSegment {

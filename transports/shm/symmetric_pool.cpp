@@ -101,6 +101,7 @@ std::optional<at::Tensor> SymmetricPool::allocate(at::IntArrayRef sizes,
     if (cached != cached_.end() && !cached->second.empty()) {
       offset = cached->second.back();
       cached->second.pop_back();
+      cached_bytes_ -= capacity;
       ++stats_.reuses;
     } else {
       offset = reserve(capacity);
@@ -119,8 +120,10 @@ std::optional<at::Tensor> SymmetricPool::allocate(at::IntArrayRef sizes,
   auto* block = new Block{shared_from_this(), *offset, capacity, user_owned};
   c10::DataPtr data(segment_->base() + *offset, block, &SymmetricPool::release_block,
                     c10::Device(c10::kCPU));
+  // Resizable as any CPU tensor's storage: growing it moves the data to ordinary memory (and
+  // gives the block back), so code that resizes an output works as with torch's collectives.
   c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, std::move(data),
-                       /*allocator=*/nullptr, /*resizable=*/false);
+                       c10::GetAllocator(c10::kCPU), /*resizable=*/true);
   at::Tensor tensor = at::detail::make_tensor<c10::TensorImpl>(
       std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU), options.dtype());
   tensor.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
@@ -161,35 +164,47 @@ std::optional<size_t> SymmetricPool::reserve(size_t capacity) {
 void SymmetricPool::release(size_t offset, size_t capacity) {
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.in_use_bytes -= static_cast<int64_t>(capacity);
+  // Cached blocks are shared memory nobody uses: keep at most a quarter of the bound of them,
+  // so many processes on one host do not each sit on a full pool.
+  if (cached_bytes_ + capacity > pool_bound_bytes() / 4) {
+    unreserve(offset, capacity);
+    return;
+  }
+  cached_bytes_ += capacity;
   cached_[capacity].push_back(offset);
 }
 
 void SymmetricPool::trim_cache() {
   for (auto& [capacity, offsets] : cached_) {
     for (const size_t offset : offsets) {
-      segment_->give_back(offset, capacity);
-      reserved_in_process.fetch_sub(capacity);
-      stats_.reserved_bytes -= static_cast<int64_t>(capacity);
-      // Coalesce with the free neighbours so large requests find room again.
-      size_t start = offset;
-      size_t length = capacity;
-      auto next = unreserved_.lower_bound(start);
-      if (next != unreserved_.end() && next->first == start + length) {
-        length += next->second;
-        next = unreserved_.erase(next);
-      }
-      if (next != unreserved_.begin()) {
-        auto previous = std::prev(next);
-        if (previous->first + previous->second == start) {
-          start = previous->first;
-          length += previous->second;
-          unreserved_.erase(previous);
-        }
-      }
-      unreserved_[start] = length;
+      unreserve(offset, capacity);
     }
   }
   cached_.clear();
+  cached_bytes_ = 0;
+}
+
+void SymmetricPool::unreserve(size_t offset, size_t capacity) {
+  segment_->give_back(offset, capacity);
+  reserved_in_process.fetch_sub(capacity);
+  stats_.reserved_bytes -= static_cast<int64_t>(capacity);
+  // Coalesce with the free neighbours so large requests find room again.
+  size_t start = offset;
+  size_t length = capacity;
+  auto next = unreserved_.lower_bound(start);
+  if (next != unreserved_.end() && next->first == start + length) {
+    length += next->second;
+    next = unreserved_.erase(next);
+  }
+  if (next != unreserved_.begin()) {
+    auto previous = std::prev(next);
+    if (previous->first + previous->second == start) {
+      start = previous->first;
+      length += previous->second;
+      unreserved_.erase(previous);
+    }
+  }
+  unreserved_[start] = length;
 }
 
 std::optional<size_t> SymmetricPool::offset_in_segment(const at::Tensor& tensor) const {
