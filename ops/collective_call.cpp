@@ -1,6 +1,8 @@
 // See collective_call.h.
 #include "ops/collective_call.h"
 
+#include <cstring>
+
 #include "ops/debug_check.h"
 #include "ops/pending_work.h"
 
@@ -88,7 +90,11 @@ at::Tensor CollectiveCall::sendable_in_own_block(const at::Tensor& self,
   }
   at::Tensor own =
       output.view(-1).narrow(0, index() * self.numel(), self.numel()).view(self.sizes());
-  own.copy_(self);
+  if (self.is_cpu()) {
+    std::memcpy(own.data_ptr(), self.data_ptr(), self.nbytes());  // no intra-op thread pool
+  } else {
+    own.copy_(self);  // ordered on the current stream
+  }
   return own;
 }
 

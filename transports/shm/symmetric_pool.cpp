@@ -5,6 +5,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 
@@ -14,8 +15,10 @@ namespace {
 constexpr size_t kPage = 4096;
 constexpr size_t kDefaultPoolBytes = size_t{1} << 30;
 
-// Reserved bytes of every pool of this process, against pool_bound_bytes().
+// Reserved bytes of every pool of this process, against pool_bound_bytes(), and of those the
+// cached ones (free blocks kept for reuse), against a quarter of it.
 std::atomic<size_t> reserved_in_process{0};
+std::atomic<size_t> cached_in_process{0};
 
 size_t round_up_to(size_t value, size_t to) {
   return (value + to - 1) / to * to;
@@ -97,11 +100,15 @@ std::optional<at::Tensor> SymmetricPool::allocate(at::IntArrayRef sizes,
   std::optional<size_t> offset;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto cached = cached_.find(capacity);
-    if (cached != cached_.end() && !cached->second.empty()) {
-      offset = cached->second.back();
-      cached->second.pop_back();
+    // The most recently freed block of this size class: the likeliest still in cache.
+    auto cached = std::find_if(cached_.rbegin(), cached_.rend(), [&](const CachedBlock& block) {
+      return block.capacity == capacity;
+    });
+    if (cached != cached_.rend()) {
+      offset = cached->offset;
+      cached_.erase(std::next(cached).base());
       cached_bytes_ -= capacity;
+      cached_in_process.fetch_sub(capacity);
       ++stats_.reuses;
     } else {
       offset = reserve(capacity);
@@ -164,23 +171,34 @@ std::optional<size_t> SymmetricPool::reserve(size_t capacity) {
 void SymmetricPool::release(size_t offset, size_t capacity) {
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.in_use_bytes -= static_cast<int64_t>(capacity);
-  // Cached blocks are shared memory nobody uses: keep at most a quarter of the bound of them,
-  // so many processes on one host do not each sit on a full pool.
-  if (cached_bytes_ + capacity > pool_bound_bytes() / 4) {
+  // Cached blocks are shared memory nobody uses: all pools of the process together keep at most
+  // a quarter of the bound of them, so the rest of the bound is always there for tensors in use
+  // (whichever pool asks) and many processes on one host do not each sit on a full pool.
+  // The block just freed is the likeliest to be asked for again (a loop's next output): this
+  // pool's least recently freed blocks make room for it first.
+  const size_t cap = pool_bound_bytes() / 4;
+  while (cached_in_process.load() + capacity > cap && !cached_.empty()) {
+    const CachedBlock oldest = cached_.front();
+    cached_.erase(cached_.begin());
+    cached_bytes_ -= oldest.capacity;
+    cached_in_process.fetch_sub(oldest.capacity);
+    unreserve(oldest.offset, oldest.capacity);
+  }
+  if (cached_in_process.fetch_add(capacity) + capacity > cap) {
+    cached_in_process.fetch_sub(capacity);
     unreserve(offset, capacity);
     return;
   }
   cached_bytes_ += capacity;
-  cached_[capacity].push_back(offset);
+  cached_.push_back({offset, capacity});
 }
 
 void SymmetricPool::trim_cache() {
-  for (auto& [capacity, offsets] : cached_) {
-    for (const size_t offset : offsets) {
-      unreserve(offset, capacity);
-    }
+  for (const CachedBlock& block : cached_) {
+    unreserve(block.offset, block.capacity);
   }
   cached_.clear();
+  cached_in_process.fetch_sub(cached_bytes_);
   cached_bytes_ = 0;
 }
 

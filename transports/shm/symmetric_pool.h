@@ -10,8 +10,8 @@
 // - a block's pages are reserved once (fallocate, so an over-full /dev/shm is an allocation that
 //   falls back, not a SIGBUS) and pre-faulted (MADV_POPULATE_WRITE), then kept: a block freed by
 //   its tensor's storage goes to a free list by size and serves the next request of that size
-//   without a page fault (up to a quarter of the bound is kept so; beyond, freed blocks go back
-//   to the kernel at once);
+//   without a page fault (the process keeps up to a quarter of the bound so, over all its pools;
+//   beyond, freed blocks go back to the kernel at once);
 // - the bytes reserved by every pool of the process together stay under C10D_FUNC_SHM_POOL_BYTES
 //   (default 1 GiB); when a request does not fit, this pool's cached blocks are given back to the
 //   kernel (hole punched) and the request retried; when it still does not fit, allocate() returns
@@ -77,8 +77,12 @@ class SymmetricPool : public std::enable_shared_from_this<SymmetricPool> {
   size_t region_bytes_;
 
   mutable std::mutex mutex_;
-  std::map<size_t, size_t> unreserved_;           // offset -> length, coalesced
-  std::map<size_t, std::vector<size_t>> cached_;  // capacity -> offsets of free blocks
+  std::map<size_t, size_t> unreserved_;  // offset -> length, coalesced
+  struct CachedBlock {
+    size_t offset;
+    size_t capacity;
+  };
+  std::vector<CachedBlock> cached_;  // free blocks kept for reuse, least recently freed first
   size_t cached_bytes_ = 0;
   PoolStats stats_;
 };
