@@ -10,7 +10,7 @@
 // - a block's pages are reserved once (fallocate, so an over-full /dev/shm is an allocation that
 //   falls back, not a SIGBUS) and pre-faulted (MADV_POPULATE_WRITE), then kept: a block freed by
 //   its tensor's storage goes to a free list by size and serves the next request of that size
-//   without a page fault (the process keeps up to a quarter of the bound so, over all its pools;
+//   without a page fault (the process keeps up to half the bound so, over all its pools;
 //   beyond, freed blocks go back to the kernel at once);
 // - the bytes reserved by every pool of the process together stay under C10D_FUNC_SHM_POOL_BYTES
 //   (default 1 GiB); when a request does not fit, this pool's cached blocks are given back to the
