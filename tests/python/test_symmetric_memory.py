@@ -432,3 +432,23 @@ def test_classic_calls_on_private_buffers(env, attached):
         pool.close()
     assert_no_failures([a["failures"] for a in answers])
     assert [a["cross_memory_attach"] for a in answers] == [attached] * 2, answers
+
+
+# ---------------------------------------------------------------- split sizes that disagree
+
+
+def body_mismatched_splits(rank: int, world_size: int) -> str:
+    # Rank 0 sends 3 rows to rank 1, which expects 2: each rank's own arguments are consistent,
+    # so only the members together can see it.
+    x = torch.arange(5 if rank == 0 else 4, dtype=torch.float32)
+    send = [2, 3] if rank == 0 else [2, 2]
+    try:
+        ops.wait_tensor(ops.all_to_all_single(x, [2, 2], send, "mismatch", [0, 1], 2))
+        return "no error"
+    except RuntimeError as error:
+        return str(error)
+
+
+def test_all_to_all_split_sizes_that_disagree_fail_on_every_member(pool2):
+    for message in pool2.run(body_mismatched_splits, timeout=60):
+        assert "split sizes disagree: rank 0 sends 12 bytes to rank 1, which expects 8" in message, message
