@@ -26,6 +26,7 @@ FuncWork::FuncWork(c10d::OpType op_type, std::string_view op,
         return c10::IValue(outputs);
       },
       c10::ListType::ofTensors());
+  chain_deferred_wait(done, future_);
   if (!communicator_) {
     return;
   }
@@ -69,10 +70,11 @@ std::vector<at::Tensor> FuncWork::result() {
 
 void FuncWork::synchronize() {
   // The current stream waits on the collective's events (a no-op on CPU).
-  future_->wait();
+  wait_completion(future_);
 }
 
 bool FuncWork::wait(std::chrono::milliseconds timeout) {
+  run_deferred_wait(future_);
   if (timeout != kNoTimeout && !future_->completed()) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     auto nap = std::chrono::microseconds(20);
@@ -90,7 +92,7 @@ bool FuncWork::wait(std::chrono::milliseconds timeout) {
       nap = std::min(nap * 2, std::chrono::microseconds(2000));
     }
   }
-  future_->wait();
+  wait_completion(future_);
   if (future_->hasError()) {
     raise_failure();
   }
@@ -141,6 +143,7 @@ Completion when_all(const std::vector<Completion>& completions) {
         all->markCompleted(c10::IValue());
       }
     });
+    chain_deferred_wait(completion, all);
   }
   return all;
 }

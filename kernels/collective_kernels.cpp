@@ -94,7 +94,7 @@ at::Tensor all_reduce(const at::Tensor& self, c10::string_view reduce_op, c10::s
                       at::IntArrayRef ranks, int64_t group_size) {
   constexpr std::string_view kOp = "all_reduce";
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
-  CollectiveCall call(kOp, self, tag, ranks, group_size);
+  CollectiveCall call(kOp, self, tag, ranks, group_size, {.reduce_op = reduce_op});
   at::Tensor output = output_like(call, self);
   call.record(output, call.communicator().all_reduce_into(output, self.contiguous(), op));
   return output;
@@ -104,7 +104,7 @@ void all_reduce_(at::Tensor& self, c10::string_view reduce_op, c10::string_view 
                  at::IntArrayRef ranks, int64_t group_size) {
   constexpr std::string_view kOp = "all_reduce_";
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
-  CollectiveCall call(kOp, self, tag, ranks, group_size);
+  CollectiveCall call(kOp, self, tag, ranks, group_size, {.reduce_op = reduce_op});
   at::Tensor buffer = self.contiguous();
   call.record(self, into(self, buffer, call.communicator().all_reduce(buffer, op)));
 }
@@ -118,7 +118,7 @@ std::vector<at::Tensor> all_reduce_coalesced(at::TensorList self, c10::string_vi
   if (self.empty()) {
     return outputs;
   }
-  CollectiveCall call(kOp, self, tag, ranks, group_size);
+  CollectiveCall call(kOp, self, tag, ranks, group_size, {.reduce_op = reduce_op});
   for (const auto& tensor : self) {
     at::Tensor output = output_like(call, tensor);
     call.record(output, call.communicator().all_reduce_into(output, tensor.contiguous(), op));
@@ -134,7 +134,7 @@ void all_reduce_coalesced_(at::TensorList self, c10::string_view reduce_op, c10:
   if (self.empty()) {
     return;
   }
-  CollectiveCall call(kOp, self, tag, ranks, group_size);
+  CollectiveCall call(kOp, self, tag, ranks, group_size, {.reduce_op = reduce_op});
   for (const auto& tensor : self) {
     at::Tensor buffer = tensor.contiguous();
     call.record(tensor, into(tensor, buffer, call.communicator().all_reduce(buffer, op)));
@@ -183,7 +183,7 @@ at::Tensor reduce_scatter_tensor(const at::Tensor& self, c10::string_view reduce
   check_group_shape(kOp, ranks, group_size);
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
   (void)scattered_shape(kOp, self.sym_sizes(), group_size);  // shape errors before any world
-  CollectiveCall call(kOp, self, tag, ranks, group_size);
+  CollectiveCall call(kOp, self, tag, ranks, group_size, {.reduce_op = reduce_op});
   return reduce_scatter_one(call, kOp, self, op);
 }
 
@@ -194,7 +194,7 @@ void reduce_scatter_tensor_out(const at::Tensor& self, c10::string_view reduce_o
   check_group_shape(kOp, ranks, group_size);
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
   check_out(kOp, self, out, scattered_shape(kOp, self.sym_sizes(), group_size));
-  CollectiveCall call(kOp, self, tag, ranks, group_size);
+  CollectiveCall call(kOp, self, tag, ranks, group_size, {.reduce_op = reduce_op});
   at::Tensor buffer = out.contiguous();
   call.record(
       out, into(out, buffer, call.communicator().reduce_scatter(buffer, call.sendable(self), op)));
@@ -216,7 +216,7 @@ std::vector<at::Tensor> reduce_scatter_tensor_coalesced(at::TensorList self,
   if (self.empty()) {
     return outputs;
   }
-  CollectiveCall call(kOp, self, tag, ranks, group_size);
+  CollectiveCall call(kOp, self, tag, ranks, group_size, {.reduce_op = reduce_op});
   for (const auto& tensor : self) {
     outputs.push_back(reduce_scatter_one(call, kOp, tensor, op));
   }
@@ -230,13 +230,16 @@ at::Tensor all_to_all_single(const at::Tensor& self, at::OptionalSymIntArrayRef 
   check_group_shape(kOp, ranks, group_size);
   const auto shape =
       all_to_all_shape(kOp, self.sym_sizes(), output_split_sizes, input_split_sizes, group_size);
-  CollectiveCall call(kOp, self, tag, ranks, group_size, /*same_rows=*/false);
-  at::Tensor input = call.sendable(self);
-  at::Tensor output = new_output(call, shape, self);
-  auto out_splits = output_split_sizes ? concrete(output_split_sizes->vec())
-                                       : even_splits(output.size(0), group_size);
+  const auto output_shape = concrete(shape);
+  auto out_splits = output_split_sizes
+                        ? concrete(output_split_sizes->vec())
+                        : even_splits(output_shape.empty() ? 1 : output_shape[0], group_size);
   auto in_splits = input_split_sizes ? concrete(input_split_sizes->vec())
-                                     : even_splits(input.size(0), group_size);
+                                     : even_splits(self.dim() == 0 ? 1 : self.size(0), group_size);
+  CollectiveCall call(kOp, self, tag, ranks, group_size,
+                      {.same_rows = false, .input_splits = in_splits, .output_splits = out_splits});
+  at::Tensor input = call.sendable(self);
+  at::Tensor output = call.communicator().new_output(output_shape, self.options());
   call.record(output, call.communicator().all_to_all(output, input, std::move(out_splits),
                                                      std::move(in_splits)));
   return output;
@@ -247,7 +250,7 @@ at::Tensor broadcast(const at::Tensor& self, int64_t src, c10::string_view tag,
   constexpr std::string_view kOp = "broadcast";
   check_group_shape(kOp, ranks, group_size);
   check_group_index(kOp, "src", src, group_size);
-  CollectiveCall call(kOp, self, tag, ranks, group_size);
+  CollectiveCall call(kOp, self, tag, ranks, group_size, {.root = src});
   at::Tensor output = output_like(call, self);
   call.record(output, call.communicator().broadcast_into(output, self.contiguous(), src));
   return output;
@@ -258,7 +261,7 @@ void broadcast_(at::Tensor& self, int64_t src, c10::string_view tag, at::IntArra
   constexpr std::string_view kOp = "broadcast_";
   check_group_shape(kOp, ranks, group_size);
   check_group_index(kOp, "src", src, group_size);
-  CollectiveCall call(kOp, self, tag, ranks, group_size);
+  CollectiveCall call(kOp, self, tag, ranks, group_size, {.root = src});
   at::Tensor buffer = self.contiguous();
   call.record(self, into(self, buffer, call.communicator().broadcast(buffer, src)));
 }
@@ -269,7 +272,7 @@ at::Tensor reduce(const at::Tensor& self, c10::string_view reduce_op, int64_t ds
   check_group_shape(kOp, ranks, group_size);
   const ReduceOp op = checked_reduce_op(kOp, reduce_op, self);
   check_group_index(kOp, "dst", dst, group_size);
-  CollectiveCall call(kOp, self, tag, ranks, group_size);
+  CollectiveCall call(kOp, self, tag, ranks, group_size, {.reduce_op = reduce_op, .root = dst});
   at::Tensor output = output_like(call, self);
   output.copy_(self);
   Completion done = call.communicator().reduce(output, dst, op);
@@ -286,7 +289,7 @@ at::Tensor gather(const at::Tensor& self, int64_t dst, c10::string_view tag, at:
   constexpr std::string_view kOp = "gather";
   check_group_shape(kOp, ranks, group_size);
   check_group_index(kOp, "dst", dst, group_size);
-  CollectiveCall call(kOp, self, tag, ranks, group_size);
+  CollectiveCall call(kOp, self, tag, ranks, group_size, {.root = dst});
   const auto shape = concrete(gathered_shape(kOp, self.sym_sizes(), group_size));
   const auto options = self.options().memory_format(at::MemoryFormat::Contiguous);
   // Only dst receives; everyone else's output is defined as zeros.
@@ -302,7 +305,7 @@ at::Tensor scatter(const at::Tensor& self, int64_t src, c10::string_view tag, at
   check_group_shape(kOp, ranks, group_size);
   check_group_index(kOp, "src", src, group_size);
   const auto shape = scattered_shape(kOp, self.sym_sizes(), group_size);
-  CollectiveCall call(kOp, self, tag, ranks, group_size);
+  CollectiveCall call(kOp, self, tag, ranks, group_size, {.root = src});
   at::Tensor output = new_output(call, shape, self);
   call.record(output, call.communicator().scatter(output, call.sendable(self), src));
   return output;
@@ -313,7 +316,7 @@ at::Tensor permute(const at::Tensor& self, at::IntArrayRef src_dst, c10::string_
   constexpr std::string_view kOp = "permute";
   check_group_shape(kOp, ranks, group_size);
   const auto sender_of = check_permutation(kOp, src_dst, group_size);
-  CollectiveCall call(kOp, self, tag, ranks, group_size);
+  CollectiveCall call(kOp, self, tag, ranks, group_size, {.permutation = src_dst});
   at::Tensor input = call.sendable(self);
   at::Tensor output = output_like(call, input);
   const int64_t me = call.index();

@@ -13,8 +13,9 @@ namespace c10d_func {
 
 namespace {
 
-// "all_reduce float32[4, 2]; float32[3]" (dim 0 as "*" when members may differ in it).
-std::string fingerprint(std::string_view op, at::TensorList inputs, bool same_rows) {
+// "all_reduce float32[4, 2]; float32[3] sum" (dim 0 as "*" when members may differ in it),
+// then the root or permutation the call names.
+std::string fingerprint(std::string_view op, at::TensorList inputs, const MustAgree& agreed) {
   std::ostringstream out;
   out << op;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -22,13 +23,22 @@ std::string fingerprint(std::string_view op, at::TensorList inputs, bool same_ro
     const auto sizes = inputs[i].sizes();
     for (size_t d = 0; d < sizes.size(); ++d) {
       out << (d ? ", " : "");
-      if (d == 0 && !same_rows) {
+      if (d == 0 && !agreed.same_rows) {
         out << '*';
       } else {
         out << sizes[d];
       }
     }
     out << ']';
+  }
+  if (!agreed.reduce_op.empty()) {
+    out << ' ' << agreed.reduce_op;
+  }
+  if (agreed.root >= 0) {
+    out << " root " << agreed.root;
+  }
+  if (!agreed.permutation.empty()) {
+    out << " src_dst " << agreed.permutation;
   }
   return out.str();
 }
@@ -61,15 +71,18 @@ void check_group_shape(std::string_view op, c10::ArrayRef<int64_t> ranks, int64_
 }
 
 CollectiveCall::CollectiveCall(std::string_view op, at::TensorList inputs, std::string_view tag,
-                               c10::ArrayRef<int64_t> ranks, int64_t group_size, bool same_rows)
+                               c10::ArrayRef<int64_t> ranks, int64_t group_size,
+                               const MustAgree& agreed)
     : op_(op) {
   TORCH_INTERNAL_ASSERT(!inputs.empty());
   const c10::Device device = inputs[0].device();
   auto& registry = GroupRegistry::instance();
   group_ = registry.resolve(op, device, tag, ranks, group_size);
   if (debug_checks_enabled() && group_->chunk.size() > 1) {
+    std::vector<int64_t> splits(agreed.input_splits.begin(), agreed.input_splits.end());
+    splits.insert(splits.end(), agreed.output_splits.begin(), agreed.output_splits.end());
     check_members_agree(op, registry.world(op), device.str(), group_->spec.tag, group_->chunk,
-                        fingerprint(op, inputs, same_rows));
+                        fingerprint(op, inputs, agreed), splits);
   }
 }
 

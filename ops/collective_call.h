@@ -12,13 +12,24 @@
 
 namespace c10d_func {
 
+// What the members of one call must agree on beyond their inputs' dtypes and shapes, compared
+// under C10D_FUNC_DEBUG=DETAIL on every transport. Views of the kernel's arguments, read only
+// while the call is made (and formatted only when the check is on).
+struct MustAgree {
+  std::string_view reduce_op;   // "sum"
+  int64_t root = -1;            // src or dst
+  at::IntArrayRef permutation;  // permute's src_dst
+  // all_to_all_single: members may differ in dim 0; their splits must pair up instead.
+  bool same_rows = true;
+  at::IntArrayRef input_splits, output_splits;
+};
+
 class CollectiveCall {
  public:
   // `op` must outlive the call's pending work (kernels pass string literals). `inputs` give the
-  // device and, under C10D_FUNC_DEBUG=DETAIL, what the members compare. `same_rows` is false
-  // where members may legitimately differ in dim 0 (all_to_all_single).
+  // device and, with `agreed`, what the members compare under C10D_FUNC_DEBUG=DETAIL.
   CollectiveCall(std::string_view op, at::TensorList inputs, std::string_view tag,
-                 c10::ArrayRef<int64_t> ranks, int64_t group_size, bool same_rows = true);
+                 c10::ArrayRef<int64_t> ranks, int64_t group_size, const MustAgree& agreed = {});
 
   Communicator& communicator() const { return *group_->communicator; }
   int64_t group_size() const { return group_->spec.group_size; }

@@ -6,6 +6,7 @@
 #include <c10/util/Exception.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -20,9 +21,44 @@ bool debug_checks_enabled() {
   return enabled;
 }
 
+namespace {
+
+std::vector<uint8_t> as_bytes(const std::vector<int64_t>& values) {
+  const auto* begin = reinterpret_cast<const uint8_t*>(values.data());
+  return {begin, begin + values.size() * sizeof(int64_t)};
+}
+
+std::vector<int64_t> as_values(const std::vector<uint8_t>& bytes) {
+  std::vector<int64_t> values(bytes.size() / sizeof(int64_t));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(int64_t));
+  return values;
+}
+
+// The first pair of members whose splits do not pair up, described; empty when all do.
+std::string unpaired_splits(const Chunk& chunk, const std::vector<std::vector<int64_t>>& splits) {
+  const auto n = static_cast<size_t>(chunk.size());
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      if (splits[i].size() != 2 * n || splits[j].size() != 2 * n) {
+        return "\n  members published splits of different lengths";
+      }
+      const int64_t sends = splits[i][j];         // i's input split for j
+      const int64_t expected = splits[j][n + i];  // j's output split for i
+      if (sends != expected) {
+        return "\n  rank " + std::to_string(chunk.members[i]) + " sends " + std::to_string(sends) +
+               " rows to rank " + std::to_string(chunk.members[j]) + ", which expects " +
+               std::to_string(expected);
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 void check_members_agree(std::string_view op, const World& world, const std::string& device,
-                         const std::string& tag, const Chunk& chunk,
-                         const std::string& fingerprint) {
+                         const std::string& tag, const Chunk& chunk, const std::string& fingerprint,
+                         const std::vector<int64_t>& splits) {
   // Members call collectives in the same order, so a per-chunk counter names the same call on
   // every member.
   static std::mutex mutex;
@@ -35,8 +71,11 @@ void check_members_agree(std::string_view op, const World& world, const std::str
   }
   auto store = c10::make_intrusive<c10d::PrefixStore>(chunk_key + "/" + std::to_string(number),
                                                       thread_connection(world.store));
-  store->set(std::to_string(chunk.index),
-             std::vector<uint8_t>(fingerprint.begin(), fingerprint.end()));
+  const std::string mine = std::to_string(chunk.index);
+  if (!splits.empty()) {
+    store->set(mine + "/splits", as_bytes(splits));  // before the fingerprint others wait on
+  }
+  store->set(mine, std::vector<uint8_t>(fingerprint.begin(), fingerprint.end()));
   std::vector<std::string> keys;
   for (int64_t i = 0; i < chunk.size(); ++i) {
     keys.push_back(std::to_string(i));
@@ -50,8 +89,18 @@ void check_members_agree(std::string_view op, const World& world, const std::str
     agree = agree && theirs == fingerprint;
     calls << "\n  rank " << chunk.members[i] << ": " << theirs;
   }
+  std::string unpaired;
+  if (agree && !splits.empty()) {
+    std::vector<std::vector<int64_t>> all;
+    for (const auto& key : keys) {
+      all.push_back(as_values(store->get(key + "/splits")));
+    }
+    unpaired = unpaired_splits(chunk, all);
+    agree = unpaired.empty();
+  }
   TORCH_CHECK(agree, "c10d_func.", op, ": the members of chunk ", chunk.describe(), " (tag='", tag,
-              "') disagree on collective #", number, " (C10D_FUNC_DEBUG=DETAIL):", calls.str());
+              "') disagree on collective #", number, " (C10D_FUNC_DEBUG=DETAIL):", calls.str(),
+              unpaired);
 }
 
 }  // namespace c10d_func

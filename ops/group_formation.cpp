@@ -31,7 +31,7 @@ std::shared_ptr<Communicator> GroupRegistry::communicator(std::string_view op, c
     return bound;
   }
   const World world = this->world(op);
-  if (names_a_process_group(spec.tag) || world.delegated) {
+  if (may_name_a_process_group(spec.tag) || world.delegated) {
     GroupBinder binder;
     {
       std::lock_guard<std::mutex> lock(impl().mutex);
@@ -162,6 +162,7 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
   rendezvous.members = chunk.members;
   rendezvous.group = "tag='" + tag + "', chunk " + chunk.describe();
   rendezvous.timeout = collective_timeout();
+  rendezvous.deadline = std::chrono::steady_clock::now() + rendezvous.timeout;
   rendezvous.device = device;
   slot->communicator = form_communicator(op, transport, rendezvous);
   slot->origin = "created";
@@ -190,8 +191,11 @@ std::shared_ptr<Communicator> form_communicator(std::string_view op, const Trans
     }
     std::ostringstream why;
     why << "c10d_func." << op << ": could not form the " << transport.name << " communicator on "
-        << rendezvous.device << " for " << rendezvous.group << " within "
-        << rendezvous.timeout.count() / 1000.0 << " s";
+        << rendezvous.device << " for " << rendezvous.group;
+    // "Within the timeout" only where it ran out: a transport may refuse at once.
+    if (!missing.empty() || std::chrono::steady_clock::now() >= rendezvous.deadline) {
+      why << " within " << rendezvous.timeout.count() / 1000.0 << " s";
+    }
     if (!missing.empty()) {
       why << "; ranks " << format_ranks(missing) << " never arrived";
     }

@@ -84,9 +84,12 @@ struct ResolveEqual {
   }
 };
 
-// A `ptd:<name>` tag names torch's ProcessGroup of that name.
-inline bool names_a_process_group(std::string_view tag) {
-  return tag.substr(0, 4) == "ptd:";
+// A tag that may name torch's ProcessGroup: `ptd:<name>` names the group of that name, and any
+// other non-empty tag may be a group's user tag (pg_tag), which torch's functional collectives
+// put in graphs as the group's tag. The binder looks it up; a tag torch has no group for keeps
+// c10d_func's own communicator.
+inline bool may_name_a_process_group(std::string_view tag) {
+  return !tag.empty();
 }
 
 }  // namespace registry_detail

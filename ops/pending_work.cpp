@@ -29,7 +29,7 @@ uint64_t registry_owner() {
 void wait_and_check(const PendingCollective& pending) {
   // CPU: blocks until the collective is done. CUDA: the completion is already marked done, and
   // wait() makes the current stream wait on the collective's event; the host does not block.
-  pending.completion->wait();
+  wait_completion(pending.completion);
   // Messages (isend, irecv) run on channels of their own, without the group's communicator.
   Communicator* communicator = pending.group->communicator.get();
   std::optional<std::string> reason;
@@ -231,6 +231,7 @@ ExitReport settle_at_exit(std::chrono::milliseconds budget) {
   for (auto& entry : entries) {
     const Completion& completion = entry.work->completion();
     ++report.unwaited;
+    run_deferred_wait(completion);
     while (!completion->completed() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
@@ -245,7 +246,7 @@ ExitReport settle_at_exit(std::chrono::milliseconds budget) {
 void drain_pending() {
   auto entries = table().take_all();
   for (auto& entry : entries) {
-    entry.work->completion()->wait();
+    wait_completion(entry.work->completion());
   }
   forget_taken(entries);
 }

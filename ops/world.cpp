@@ -5,8 +5,12 @@
 
 #include <c10/util/Exception.h>
 
+#include <condition_variable>
 #include <cstdlib>
+#include <exception>
+#include <mutex>
 #include <string>
+#include <thread>
 
 namespace c10d_func {
 namespace {
@@ -66,6 +70,48 @@ c10::intrusive_ptr<c10d::Store> thread_connection(const c10::intrusive_ptr<c10d:
   return connection;
 }
 
+namespace {
+
+// TCPStore's client retries a connection that timed out after a randomized delay, so a store
+// that never comes up (rank 0 failed before its first collective) would be reported after up to
+// twice the timeout. The connection is made on a helper thread that is given exactly the
+// timeout; one that succeeds later is let go.
+c10::intrusive_ptr<c10d::TCPStore> connect_within(const std::string& addr,
+                                                  const c10d::TCPStoreOptions& options) {
+  struct Attempt {
+    std::mutex mutex;
+    std::condition_variable finished;
+    bool done = false;
+    c10::intrusive_ptr<c10d::TCPStore> store;
+    std::exception_ptr error;
+  };
+  auto attempt = std::make_shared<Attempt>();
+  std::thread([attempt, addr, options] {
+    c10::intrusive_ptr<c10d::TCPStore> store;
+    std::exception_ptr error;
+    try {
+      store = c10::make_intrusive<c10d::TCPStore>(addr, options);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(attempt->mutex);
+    attempt->store = std::move(store);
+    attempt->error = error;
+    attempt->done = true;
+    attempt->finished.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(attempt->mutex);
+  if (!attempt->finished.wait_for(lock, options.timeout, [&] { return attempt->done; })) {
+    throw std::runtime_error("no connection within the timeout");
+  }
+  if (attempt->error) {
+    std::rethrow_exception(attempt->error);
+  }
+  return attempt->store;
+}
+
+}  // namespace
+
 std::optional<World> world_from_env(std::string_view op) {
   auto addr = env("MASTER_ADDR");
   auto port = env("MASTER_PORT");
@@ -95,7 +141,7 @@ std::optional<World> world_from_env(std::string_view op) {
   // same MASTER_PORT in this process shares the server instead of failing to bind.
   options.multiTenant = true;
   try {
-    world.store = c10::make_intrusive<c10d::TCPStore>(*addr, options);
+    world.store = connect_within(*addr, options);
   } catch (const std::exception& error) {
     const std::string host = agent_hosts_store ? "torchelastic's agent" : "rank 0";
     TORCH_CHECK(false, "c10d_func.", op, ": could not reach the world's store at ", *addr, ":",

@@ -3,7 +3,119 @@
 
 #include <ATen/core/LegacyTypeDispatch.h>
 
+#include <unordered_map>
+
 namespace c10d_func {
+namespace {
+
+struct DeferredWait {
+  std::once_flag once;
+  std::function<void()> wait;
+  Completion target;  // what `wait` completes; chained Completions follow it
+
+  void run() {
+    std::call_once(once, [this] {
+      std::function<void()> to_run = std::move(wait);
+      wait = nullptr;
+      try {
+        to_run();
+        to_run = nullptr;  // drops what the wait held (a Python Work) before waiters resume
+        target->markCompleted(c10::IValue());
+      } catch (...) {
+        to_run = nullptr;
+        target->setError(std::current_exception());
+      }
+    });
+  }
+};
+
+// Completions with a deferred wait behind them. Rare (Python groups' future-less Works only), so
+// one table with a lock; an atomic count keeps every other wait off the lock. An entry goes when
+// its Completion is waited, or is swept once the Completion is gone (its output dropped unwaited).
+class DeferredWaits {
+ public:
+  void add(const Completion& completion, std::shared_ptr<DeferredWait> deferred) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (++adds_since_sweep_ >= kSweepEvery) {
+      adds_since_sweep_ = 0;
+      for (auto it = entries_.begin(); it != entries_.end();) {
+        it = it->second.first.expired() ? entries_.erase(it) : std::next(it);
+      }
+    }
+    entries_.insert_or_assign(
+        completion.get(), std::make_pair(c10::weak_intrusive_ptr<c10::ivalue::Future>(completion),
+                                         std::move(deferred)));
+    count_.store(entries_.size(), std::memory_order_release);
+  }
+
+  std::shared_ptr<DeferredWait> find(const Completion& completion, bool take) {
+    if (count_.load(std::memory_order_acquire) == 0) {
+      return nullptr;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = entries_.find(completion.get());
+    if (it == entries_.end()) {
+      return nullptr;
+    }
+    // An address is reused once its Future is gone: the entry is that Future's only if the weak
+    // reference still leads to it.
+    std::shared_ptr<DeferredWait> deferred;
+    if (it->second.first.lock().get() == completion.get()) {
+      deferred = it->second.second;
+    }
+    if (take || !deferred) {
+      entries_.erase(it);
+      count_.store(entries_.size(), std::memory_order_release);
+    }
+    return deferred;
+  }
+
+ private:
+  static constexpr int kSweepEvery = 64;
+  std::mutex mutex_;
+  std::unordered_map<
+      const c10::ivalue::Future*,
+      std::pair<c10::weak_intrusive_ptr<c10::ivalue::Future>, std::shared_ptr<DeferredWait>>>
+      entries_;
+  std::atomic<size_t> count_{0};
+  int adds_since_sweep_ = 0;
+};
+
+DeferredWaits& deferred_waits() {
+  static auto* instance = new DeferredWaits();  // never destroyed: waits may run during exit
+  return *instance;
+}
+
+}  // namespace
+
+Completion completed_when_waited(std::function<void()> wait) {
+  auto deferred = std::make_shared<DeferredWait>();
+  deferred->wait = std::move(wait);
+  deferred->target = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
+  Completion completion = deferred->target;
+  deferred_waits().add(completion, std::move(deferred));
+  return completion;
+}
+
+void chain_deferred_wait(const Completion& upstream, const Completion& downstream) {
+  if (upstream.get() == downstream.get()) {
+    return;
+  }
+  if (auto deferred = deferred_waits().find(upstream, /*take=*/false)) {
+    deferred_waits().add(downstream, std::move(deferred));
+  }
+}
+
+void run_deferred_wait(const Completion& completion) {
+  if (auto deferred = deferred_waits().find(completion, /*take=*/true)) {
+    deferred->run();
+  }
+}
+
+void wait_completion(const Completion& completion) {
+  run_deferred_wait(completion);
+  completion->wait();
+}
 
 Completion completed() {
   // One shared instance: a completed Future never changes, and callbacks added to it run at once.
@@ -16,12 +128,14 @@ Completion completed() {
 }
 
 Completion detached(const Completion& upstream) {
-  return upstream->then(
+  Completion child = upstream->then(
       [](c10::ivalue::Future& parent) -> c10::IValue {
         (void)parent.value();  // rethrows the collective's error into the child
         return c10::IValue();
       },
       c10::NoneType::get());
+  chain_deferred_wait(upstream, child);
+  return child;
 }
 
 Completion then_run(const Completion& upstream, const at::Tensor& written,
@@ -30,7 +144,7 @@ Completion then_run(const Completion& upstream, const at::Tensor& written,
     return upstream;
   }
   using Storages = std::vector<c10::ivalue::Future::WeakStorage>;
-  return upstream->then(
+  Completion child = upstream->then(
       [pending = std::make_shared<std::function<void()>>(std::move(finish)),
        storage = written.has_storage() ? std::optional<c10::ivalue::Future::WeakStorage>(
                                              written.storage().getWeakStorageImpl())
@@ -55,6 +169,8 @@ Completion then_run(const Completion& upstream, const at::Tensor& written,
         return {c10::IValue(), std::move(storages)};
       },
       c10::NoneType::get());
+  chain_deferred_wait(upstream, child);
+  return child;
 }
 
 void Communicator::mark_failed(const std::string& reason) {

@@ -36,6 +36,26 @@ Completion detached(const Completion& upstream);
 Completion then_run(const Completion& upstream, const at::Tensor& written,
                     std::function<void()> finish);
 
+// A Completion that only a waiter can finish. A ProcessGroup written in Python may hand back a
+// Work with no future, whose collective is done only once its wait() is called; torch calls that
+// wait from wait_tensor, once, and drops the Work right after, so programs that count a Work's
+// waits (or its deletion) see it then. `wait` runs at most once, in the first thread that waits
+// this Completion or one chained after it (then_run, detached, chain_deferred_wait); it
+// completes the Completion, or fails it with what it threw.
+Completion completed_when_waited(std::function<void()> wait);
+
+// Makes waiting `downstream` run the deferred wait behind `upstream`, if there is one: for a
+// Completion derived from another outside then_run/detached.
+void chain_deferred_wait(const Completion& upstream, const Completion& downstream);
+
+// Runs the deferred wait behind `completion`, if there is one and it has not run: what a wait
+// does before blocking, for callers that poll instead.
+void run_deferred_wait(const Completion& completion);
+
+// Waits `completion`: runs the deferred wait behind it, if any, then blocks (CPU) or makes the
+// current stream wait (CUDA). Every wait of a Completion goes through here.
+void wait_completion(const Completion& completion);
+
 class Communicator {
  public:
   virtual ~Communicator() = default;

@@ -6,6 +6,7 @@
 #include <c10/core/Device.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -28,6 +29,18 @@ struct Rendezvous {
   std::string group;             // "tag='x', chunk [0, 1]", for messages
   std::chrono::milliseconds timeout{};
   c10::Device device{c10::DeviceType::CPU};
+  // When forming must be done: the timeout from the first call. Successive waits of a formation
+  // share it (remaining()), so a formation fails within the timeout, not a multiple of it.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+
+  std::chrono::milliseconds remaining() const {
+    if (deadline == std::chrono::steady_clock::time_point::max()) {
+      return timeout;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    return std::max(left, std::chrono::milliseconds(1));
+  }
 };
 
 // A transport of one device type, by name ("gloo", "nccl").

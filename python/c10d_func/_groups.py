@@ -6,9 +6,10 @@ collectives accept is desugared here:
 
 - ``list[int]``: one group, those global ranks;
 - ``list[list[int]]``: equal-sized disjoint groups, flattened (one call serves each of them);
-- ``ProcessGroup``: its global ranks, bound in the registry to the group's tag
-  (``ptd:<group name>``, as torch names its groups' tags), so the call runs on that very group,
-  whatever implements it (a C++ backend, a Python subclass, a fake group);
+- ``ProcessGroup``: its global ranks, bound in the registry to the group's tag, torch's own
+  (``c10d._get_group_tag``: ``ptd:<group name>``, or the ``pg_tag`` it was made with), so the
+  call runs on that very group, whatever implements it (a C++ backend, a Python subclass, a fake
+  group), and ``_find_pg_by_ranks_and_tag(tag, ranks)`` finds it again;
 - a group name (``str``, torch's ``GroupName``): the ProcessGroup of that name;
 - a 1-D ``DeviceMesh``: every rank of the mesh, on the mesh's own group;
 - ``(DeviceMesh, dim)``: every group along mesh dimension ``dim`` at once (dim may be its name),
@@ -16,7 +17,12 @@ collectives accept is desugared here:
 
 A graph holds only the plain data. Run elsewhere (an exported program in a new job, a compiled
 one in another thread-rank), a ``ptd:<name>`` tag runs on the group of that name there when one
-exists with the same ranks, and otherwise on c10d_func's own communicator for those ranks.
+exists with the same ranks, a user tag on torch's group made there with that ``pg_tag`` and those
+ranks (found by the registry's binder, `_registry._bind_on_first_use`), and otherwise on
+c10d_func's own communicator for those ranks.
+
+A group name that no group in this process has, called with meta tensors only, stands for a group
+of unknown size: see `meta_stand_in`.
 
 Under torch.compile the resolution runs once at trace time (see `resolve_group`) and its result is
 baked into the graph as literals; eager calls and make_fx / export tracing run it as plain Python.
@@ -36,7 +42,16 @@ from ._registry import bind
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
-__all__ = ["RANK_TYPES", "resolve_group"]
+__all__ = [
+    "RANK_TYPES",
+    "GroupNotFoundError",
+    "GroupTypeError",
+    "MeshDimError",
+    "MeshNotOneDimensionalError",
+    "meta_stand_in",
+    "resolve_group",
+    "size_unknown_error",
+]
 
 # The group types accepted by `group=`, named as in torch.distributed._functional_collectives.
 RANK_TYPES = Union[
@@ -49,6 +64,30 @@ RANK_TYPES = Union[
 ]
 
 
+# Where torch's functional collectives reject a `group=` with another exception type than
+# c10d_func's, the exception is both, so code written against either keeps catching it.
+
+
+class MeshNotOneDimensionalError(ValueError, AssertionError):
+    """A DeviceMesh of more than one dimension without a dim (torch: AssertionError)."""
+
+
+class MeshDimError(ValueError, IndexError):
+    """A mesh dimension out of range (torch indexes its list of dimension groups: IndexError)."""
+
+
+class GroupTypeError(TypeError, ValueError):
+    """A `group=` of no accepted type (torch: ValueError)."""
+
+
+class GroupNotFoundError(RuntimeError):
+    """A group name that no group in this process has (torch: RuntimeError, the same text)."""
+
+    def __init__(self, message: str, name: str = "") -> None:
+        super().__init__(message)  # only the message in args: it pickles across processes
+        self.name = name
+
+
 def group_name(pg: dist.ProcessGroup) -> str:
     """The name torch registered `pg` under. A group written in Python may never have been told
     its name (torch hands the object itself back as the group), but torch's world records it."""
@@ -59,10 +98,17 @@ def group_name(pg: dist.ProcessGroup) -> str:
 
 
 def _process_group_tag(pg: dist.ProcessGroup) -> str:
-    # The name is agreed by every member of the group (torch derives it from the ranks and a
-    # creation counter), so every member bakes the same tag into its graph. torch tags its own
-    # groups "ptd:<name>" too.
-    return f"ptd:{group_name(pg)}"
+    """torch's tag of `pg`, as its functional collectives put it in graphs: "ptd:<name>", or the
+    `pg_tag` the group was made with. Both are agreed by every member (the name derives from the
+    ranks and a creation counter), so every member bakes the same tag into its graph, and torch's
+    `_find_pg_by_ranks_and_tag(tag, ranks)` leads back to the group."""
+    try:
+        tag = dist.distributed_c10d._get_group_tag(pg)
+    except (KeyError, AttributeError):
+        tag = ""
+    # A group torch's tag map does not hold (one constructed directly, not by new_group): its
+    # name, spelled as torch spells its own groups' tags.
+    return tag or f"ptd:{group_name(pg)}"
 
 
 def _from_process_group(pg: dist.ProcessGroup | int, tag: str) -> tuple[str, list[int], int]:
@@ -86,9 +132,15 @@ def _mesh_dim(mesh: DeviceMesh, dim: int | str) -> int:
                 f"c10d_func: mesh {mesh} has no dimension named {dim!r} (names: {names})"
             )
         return names.index(dim)
+    if not isinstance(dim, int):
+        raise GroupTypeError(
+            f"c10d_func: group= is (DeviceMesh, {type(dim).__name__}); the dim must be an int or "
+            "a dimension name (Invalid tuple for group must be (DeviceMesh, int))"
+        )
     if not -mesh.ndim <= dim < mesh.ndim:
-        raise ValueError(
-            f"c10d_func: mesh dimension {dim} is out of range for a {mesh.ndim}-D mesh"
+        raise MeshDimError(
+            f"c10d_func: mesh dimension {dim} is out of range for a {mesh.ndim}-D mesh "
+            "(list index out of range)"
         )
     return dim % mesh.ndim
 
@@ -147,25 +199,78 @@ def _resolve(group: RANK_TYPES, tag: str) -> tuple[str, list[int], int]:
     if isinstance(group, dist.ProcessGroup):
         return _from_process_group(group, tag)
     if isinstance(group, str):
-        from torch.distributed.distributed_c10d import _resolve_process_group
-
-        return _from_process_group(_resolve_process_group(group), tag)
+        return _from_process_group(_process_group_of_name(group), tag)
     if isinstance(group, DeviceMesh):
         if group.ndim != 1:
-            raise ValueError(
-                f"c10d_func: group= is a {group.ndim}-D DeviceMesh; pass (mesh, dim) to name the "
-                "mesh dimension to run along"
+            raise MeshNotOneDimensionalError(
+                f"c10d_func: group= is a {group.ndim}-D DeviceMesh (Only 1D mesh is supported "
+                "without a dim); pass (mesh, dim) to name the mesh dimension to run along"
             )
         return _from_mesh_dim(group, 0, tag)
     if isinstance(group, tuple) and len(group) == 2 and isinstance(group[0], DeviceMesh):
         return _from_mesh_dim(group[0], group[1], tag)
     if group == dist.GroupMember.NON_GROUP_MEMBER:
         return _from_process_group(group, tag)
-    raise TypeError(
+    if isinstance(group, tuple):  # torch's phrase for tuples, and for any other type
+        got = f"({', '.join(type(g).__name__ for g in group)}): Invalid tuple for group"
+    else:
+        got = f"{type(group).__name__}: Unsupported group type"
+    raise GroupTypeError(
         "c10d_func: group= must be a list of ranks, a list of equal-sized rank lists, a "
-        "ProcessGroup, a group name, a 1-D DeviceMesh or (DeviceMesh, dim); "
-        f"got {type(group).__name__}"
+        f"ProcessGroup, a group name, a 1-D DeviceMesh or (DeviceMesh, dim); got {got}"
     )
+
+
+def _process_group_of_name(name: str) -> dist.ProcessGroup:
+    from torch.distributed.distributed_c10d import _resolve_process_group
+
+    try:
+        return _resolve_process_group(name)
+    except RuntimeError as error:
+        # torch's type and text, in a class `meta_stand_in` recognises.
+        raise GroupNotFoundError(
+            f"c10d_func: group= is a group name that no group of this process has ({error})", name
+        ) from error
+
+
+def meta_stand_in(
+    missing: GroupNotFoundError, inputs: list[torch.Tensor], group_size: int
+) -> tuple[str, list[int], int]:
+    """The plain data of a call on meta tensors that names a group this process does not have
+    (`missing`): tracing shapes before any process group exists, as torch allows.
+
+    torch traces such calls where its Python side needs no group size (all_reduce, broadcast):
+    their meta kernels never look the group up. Here every op whose output shape does not depend
+    on the group size traces when all its inputs are meta tensors: the call names tag
+    ``ptd:<name>`` (the group of that name, where one exists when the graph runs) and a stand-in
+    group of members ``0 .. group_size-1``, `group_size` being the smallest group the call's own
+    arguments allow (1, src/dst + 1, len(src_dst), len(split sizes)). The checks that need the
+    real size (an index inside the group, an even split) are left to the run. Any other input
+    raises `missing`, torch's error.
+    """
+    if not all(t.is_meta for t in inputs):
+        raise missing
+    group_size = max(operator.index(group_size), 1)
+    return f"ptd:{missing.name}", list(range(group_size)), group_size
+
+
+def size_unknown_error(
+    missing: GroupNotFoundError, op: str, inputs: list[torch.Tensor]
+) -> GroupNotFoundError:
+    """What a call raises that names a group this process does not have (`missing`) when its
+    output shape depends on the group size: on meta tensors, an error saying why they cannot
+    trace (torch raises there too, asking for the size); otherwise `missing`, torch's error."""
+    if not all(t.is_meta for t in inputs):
+        return missing
+    error = GroupNotFoundError(
+        f"c10d_func.{op}: group= names the process group {missing.name!r}, which this process "
+        "does not have (no process group is registered under that name); calls on meta tensors "
+        f"trace without it, but the output shape of {op} depends on the group's size, which only "
+        "the group knows. Create the group first, or pass the group's ranks",
+        missing.name,
+    )
+    error.__cause__ = missing
+    return error
 
 
 # Dynamo runs this at trace time on the real arguments and bakes its result into the graph as

@@ -22,6 +22,12 @@ _NAMES = {
     "reduce_scatter_base": ("reduce_scatter_single", "_reduce_scatter_base"),
     "alltoall_base": ("all_to_all_single", "alltoall_base"),
 }
+# The coalesced forms torch's functional collectives also reach (a group may define only these:
+# torch's own minimal test group does), called with one tensor each.
+_COALESCED = {
+    "allgather_base": "allgather_into_tensor_coalesced",
+    "reduce_scatter_base": "reduce_scatter_tensor_coalesced",
+}
 
 
 def is_python_group(pg: dist.ProcessGroup) -> bool:
@@ -42,15 +48,20 @@ def traits(pg: dist.ProcessGroup) -> tuple[bool, bool]:
     """(has a reduce, has a reduce-scatter): what c10d_func composes otherwise."""
     has_reduce = python_method(pg, "reduce") is not None
     has_reduce_scatter = (
-        python_method(pg, *_NAMES["reduce_scatter_base"], "reduce_scatter") is not None
+        python_method(
+            pg, *_NAMES["reduce_scatter_base"], _COALESCED["reduce_scatter_base"], "reduce_scatter"
+        )
+        is not None
     )
     return has_reduce, has_reduce_scatter
 
 
 def _native(work: Any) -> dist.Work:
-    """A Work C++ can keep and wait on without Python: torch's own Works as they are; a Work
-    written in Python (or None) as a Work over its future, waited here when it has none."""
-    if work is not None and type(work).__module__ == dist.Work.__module__:
+    """A dist.Work C++ can keep: torch's own Works and Works written in Python (dist.Work
+    subclasses, which C++ holds until the output is waited and waits then, once, as torch does)
+    as they are; anything else (a duck-typed object, or None) as a Work over its future, waited
+    here when it has none."""
+    if isinstance(work, dist.Work):
         return work
     if work is not None:
         try:
@@ -79,17 +90,25 @@ def call_group_method(pg: dist.ProcessGroup, collective: str, *args: Any) -> dis
     elif collective == "allgather_base":
         output, input = args
         method = python_method(pg, *_NAMES[collective])
+        coalesced = python_method(pg, _COALESCED[collective])
         if method is not None:
             work = method(output, input)
+        elif coalesced is not None:
+            work = coalesced([output], [input], torch._C._distributed_c10d.AllgatherOptions())
         elif python_method(pg, "allgather") is not None:
             work = pg.allgather([list(output.chunk(n))], [input])
         else:
-            raise _missing(pg, "all_gather", (*_NAMES[collective], "allgather"))
+            raise _missing(
+                pg, "all_gather", (*_NAMES[collective], _COALESCED[collective], "allgather")
+            )
     elif collective == "reduce_scatter_base":
         output, input, options = args
         method = python_method(pg, *_NAMES[collective])
+        coalesced = python_method(pg, _COALESCED[collective])
         if method is not None:
             work = method(output, input, options)
+        elif coalesced is not None:
+            work = coalesced([output], [input], options)
         else:
             work = pg.reduce_scatter([output], [list(input.chunk(n))], options)
     elif collective == "alltoall_base":

@@ -81,12 +81,27 @@ def _bind_on_first_use(
 ) -> bool:
     """Called by the registry for a group that has no communicator yet. A `ptd:<name>` tag is
     the torch group of that name where it exists here (an exported or compiled graph running in
-    another process or thread finds that process's or thread's group); in a delegated world any
-    other group is torch's group of those ranks, found or created as torch's own functional
-    collectives do. Binds it for `tag` and says whether it did."""
+    another process or thread finds that process's or thread's group); any other non-empty tag
+    is torch's group made with that `pg_tag` for the caller's chunk, where one exists here (as
+    torch's `_find_pg_by_ranks_and_tag` finds it; the tag graphs hold for such a group); in a
+    delegated world any other group is torch's group of those ranks, found or created as torch's
+    own functional collectives do. Binds it for `tag` and says whether it did. A tag that no
+    torch group carries, in a world of c10d_func's own, only names an independent communicator:
+    not bound here."""
     pg = None
     if tag.startswith("ptd:"):
         pg = _process_group_named(tag[len("ptd:") :])
+    elif tag and dist.is_available() and dist.is_initialized():
+        from torch.distributed.distributed_c10d import _find_pg_by_ranks_and_tag, _get_default_group
+
+        me = _get_default_group().rank()
+        chunks = [ranks[i : i + group_size] for i in range(0, len(ranks), group_size)]
+        mine = next((list(chunk) for chunk in chunks if me in chunk), None)
+        found = _find_pg_by_ranks_and_tag(tag, mine) if mine is not None else None
+        # torch matches the ranks as a set; the chunk's order is its members' group order, so
+        # only a group listing them in that order serves it.
+        if found is not None and dist.get_process_group_ranks(found) == mine:
+            pg = found
     if pg is None and delegated:
         pg = _torch_group_of_chunk(tag, ranks, group_size)
     if not isinstance(pg, dist.ProcessGroup):

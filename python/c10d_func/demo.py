@@ -149,6 +149,17 @@ def cases(rank: int, n: int) -> list[Case]:
     return out
 
 
+def header(n: int, groups: list[dict]) -> str:
+    """The table's title: what actually served the demo's groups, as the registry reports it in
+    `groups` (c10d_func.groups() after the collectives): shm on one host, unless the
+    environment chose another transport."""
+    served = sorted({g["backend"] for g in groups if g["device"] == "cpu"})
+    return (
+        f"c10d_func demo: {n} CPU ranks over {', '.join(served) or 'local copies'}, "
+        f"world from env://, torch {torch.__version__}"
+    )
+
+
 def run_rank(iters: int) -> None:
     import c10d_func  # registers torch.ops.c10d_func
 
@@ -183,12 +194,7 @@ def run_rank(iters: int) -> None:
             )
         )
     if rank == 0:
-        # What actually served the demo's groups, as the registry knows it (shm on one host).
-        served = sorted({g["backend"] for g in c10d_func.groups() if g["device"] == "cpu"})
-        print(
-            f"\nc10d_func demo: {n} CPU ranks over {', '.join(served) or 'local copies'}, "
-            f"world from env://, torch {torch.__version__}"
-        )
+        print(f"\n{header(n, c10d_func.groups())}")
         print(f"{'op':<30} {'shape':<10} {'dtype':<9} {'correct':<8} {'median µs':>10}")
         for op, shape, dtype, correct, us in rows:
             print(f"{op:<30} {shape!s:<10} {dtype:<9} {'yes' if correct else 'NO':<8} {us:>10.1f}")

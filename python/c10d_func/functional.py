@@ -9,7 +9,8 @@ tensors and leaves its inputs unmodified. In eager mode the results are AsyncCol
 that wait on first use; while tracing (torch.compile, make_fx, torch.export) an explicit
 `wait_tensor` follows each collective instead. ``src``, ``dst`` and ``src_dst`` are indices inside
 the group. Every function is differentiable through the ops' Autograd kernels, so the
-``*_autograd`` names are aliases.
+``*_autograd`` names are aliases. On meta tensors, a group name that no group of this process
+has still traces where the output shape needs no group size (`c10d_func._groups.meta_stand_in`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ from typing import Any, TypeVar
 import torch
 
 from ._async import AsyncCollectiveTensor, wait_tensor, wait_tensors, wrap_output
-from ._groups import RANK_TYPES, resolve_group
+from ._groups import (
+    RANK_TYPES,
+    GroupNotFoundError,
+    meta_stand_in,
+    resolve_group,
+    size_unknown_error,
+)
 
 __all__ = [
     "RANK_TYPES",
@@ -97,6 +104,24 @@ def _simulated_by_torch_under_local_tensor_mode(fn: _F) -> _F:
     return dispatch  # type: ignore[return-value]
 
 
+def _resolve(
+    group: RANK_TYPES,
+    tag: str,
+    inputs: list[torch.Tensor],
+    op: str = "",
+    meta_group_size: int | None = None,
+) -> tuple[str, list[int], int]:
+    """`resolve_group`, and for a group name that no group of this process has: on meta tensors,
+    a stand-in group of `meta_group_size` members where the op's output shape needs no group size
+    (`_groups.meta_stand_in`), else an error saying why `op` cannot trace without it."""
+    try:
+        return resolve_group(group, tag)
+    except GroupNotFoundError as missing:
+        if meta_group_size is None:
+            raise size_unknown_error(missing, op, inputs)
+        return meta_stand_in(missing, inputs, meta_group_size)
+
+
 def _checked_dim(dim: int, ndim: int, arg: str, fn: str) -> int:
     """`dim` wrapped into [0, ndim) as torch wraps dims, or IndexError naming the argument (a
     0-d tensor takes dims as a 1-d one does, as torch's own ops do)."""
@@ -148,7 +173,7 @@ def all_reduce(self: torch.Tensor, reduceOp: str, group: RANK_TYPES, tag: str = 
         reduceOp: sum, avg, product, min, max, band, bor or bxor (any case).
         group: the group (see the module docstring); tag: selects an independent communicator.
     """
-    tag, ranks, group_size = resolve_group(group, tag)
+    tag, ranks, group_size = _resolve(group, tag, [self], meta_group_size=1)
     return wrap_output(_ops.all_reduce(self, reduceOp.lower(), tag, ranks, group_size))
 
 
@@ -161,7 +186,7 @@ def all_gather_single(
     A 0-d input gives a 1-D result of group_size elements.
     """
     dim = _checked_dim(gather_dim, self.dim(), "gather_dim", "all_gather_tensor")
-    tag, ranks, group_size = resolve_group(group, tag)
+    tag, ranks, group_size = _resolve(group, tag, [self], op="all_gather_tensor")
     gathered = wrap_output(_ops.all_gather_into_tensor(self, tag, ranks, group_size))
     return _gathered_to_dim(gathered, group_size, dim)
 
@@ -174,7 +199,7 @@ def reduce_scatter_single(
 
     `self.size(scatter_dim)` must be a multiple of the group size.
     """
-    tag, ranks, group_size = resolve_group(group, tag)
+    tag, ranks, group_size = _resolve(group, tag, [self], op="reduce_scatter_tensor")
     blocks = _blocks_from_dim(self, group_size, scatter_dim, "reduce_scatter_tensor")
     return wrap_output(_ops.reduce_scatter_tensor(blocks, reduceOp.lower(), tag, ranks, group_size))
 
@@ -187,7 +212,7 @@ def all_reduce_coalesced(
     # The dispatcher cannot pick a kernel for an empty Tensor[] (no tensor, no device).
     if not self:
         return []
-    tag, ranks, group_size = resolve_group(group, tag)
+    tag, ranks, group_size = _resolve(group, tag, self, meta_group_size=1)
     outputs = _ops.all_reduce_coalesced(self, reduceOp.lower(), tag, ranks, group_size)
     return [wrap_output(t) for t in outputs]
 
@@ -199,7 +224,7 @@ def all_gather_single_coalesced(
     """All-gather (on dim 0) of every tensor of the list, issued as one collective."""
     if not self:
         return []
-    tag, ranks, group_size = resolve_group(group, tag)
+    tag, ranks, group_size = _resolve(group, tag, self, op="all_gather_into_tensor_coalesced")
     outputs = _ops.all_gather_into_tensor_coalesced(self, tag, ranks, group_size)
     return [wrap_output(t) for t in outputs]
 
@@ -221,7 +246,7 @@ def reduce_scatter_single_coalesced(
         )
     if not inputs:
         return []
-    tag, ranks, group_size = resolve_group(group, tag)
+    tag, ranks, group_size = _resolve(group, tag, inputs, op="reduce_scatter_tensor_coalesced")
     blocks = [
         _blocks_from_dim(t, group_size, d, "reduce_scatter_tensor_coalesced")
         for t, d in zip(inputs, scatter_dim)
@@ -248,7 +273,12 @@ def all_to_all_single(
             "c10d_func.all_to_all_single: output_split_sizes and input_split_sizes must both be "
             "given or both be None"
         )
-    tag, ranks, group_size = resolve_group(group, tag)
+    tag, ranks, group_size = _resolve(
+        group,
+        tag,
+        [self],
+        meta_group_size=1 if output_split_sizes is None else len(output_split_sizes),
+    )
     return wrap_output(
         _ops.all_to_all_single(self, output_split_sizes, input_split_sizes, tag, ranks, group_size)
     )
@@ -257,7 +287,7 @@ def all_to_all_single(
 @_simulated_by_torch_under_local_tensor_mode
 def broadcast(self: torch.Tensor, src: int, group: RANK_TYPES, tag: str = "") -> torch.Tensor:
     """Every member gets member `src`'s `self` (`src` is an index inside the group)."""
-    tag, ranks, group_size = resolve_group(group, tag)
+    tag, ranks, group_size = _resolve(group, tag, [self], meta_group_size=src + 1)
     return wrap_output(_ops.broadcast(self, src, tag, ranks, group_size))
 
 
@@ -267,7 +297,7 @@ def permute_tensor(
 ) -> torch.Tensor:
     """Member m sends `self` to member `src_dst[m]` (a permutation of the group's indices) and
     returns what it received."""
-    tag, ranks, group_size = resolve_group(group, tag)
+    tag, ranks, group_size = _resolve(group, tag, [self], meta_group_size=len(src_dst))
     return wrap_output(_ops.permute(self, list(src_dst), tag, ranks, group_size))
 
 
@@ -277,7 +307,7 @@ def reduce(
 ) -> torch.Tensor:
     """Reduces `self` across the group onto member `dst`; other members get zeros of the same
     shape."""
-    tag, ranks, group_size = resolve_group(group, tag)
+    tag, ranks, group_size = _resolve(group, tag, [self], meta_group_size=dst + 1)
     return wrap_output(_ops.reduce(self, reduceOp.lower(), dst, tag, ranks, group_size))
 
 
@@ -287,7 +317,7 @@ def gather(self: torch.Tensor, dst: int, group: RANK_TYPES, tag: str = "") -> to
 
     Every member gets a [group_size*d0, ...] tensor; it is zeros except on `dst`.
     """
-    tag, ranks, group_size = resolve_group(group, tag)
+    tag, ranks, group_size = _resolve(group, tag, [self], op="gather")
     return wrap_output(_ops.gather(self, dst, tag, ranks, group_size))
 
 
@@ -295,7 +325,7 @@ def gather(self: torch.Tensor, dst: int, group: RANK_TYPES, tag: str = "") -> to
 def scatter(self: torch.Tensor, src: int, group: RANK_TYPES, tag: str = "") -> torch.Tensor:
     """Member i gets the i-th dim-0 chunk of member `src`'s `self` ([group_size*d0, ...] ->
     [d0, ...]). Every member passes a tensor of that shape; only `src`'s is read."""
-    tag, ranks, group_size = resolve_group(group, tag)
+    tag, ranks, group_size = _resolve(group, tag, [self], op="scatter")
     return wrap_output(_ops.scatter(self, src, tag, ranks, group_size))
 
 

@@ -20,6 +20,42 @@ std::shared_ptr<py::object> hold_python(py::object object) {
 
 namespace {
 
+// A Work written in Python (a dist.Work subclass), kept as torch keeps it: its Python object lives
+// until its wait() has run, once, when the output is waited, and goes right after. Its future is
+// that wait, deferred (a Python Work need not define get_future, and torch never asks for it).
+class HeldPythonWork final : public c10d::Work {
+ public:
+  HeldPythonWork(c10::intrusive_ptr<c10d::Work> work, std::shared_ptr<py::object> held)
+      : work_(std::move(work)), held_(std::move(held)) {}
+
+  bool wait(std::chrono::milliseconds timeout) override {
+    std::shared_ptr<py::object> held = std::move(held_);
+    bool done = true;
+    if (held) {
+      done = work_->wait(timeout);  // the Python override, through torch's trampoline
+    }
+    return done;  // `held` goes here: the Python Work is deleted once its wait returned
+  }
+
+  bool isCompleted() override { return held_ == nullptr; }
+
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    return completed_when_waited([self = c10::intrusive_ptr<HeldPythonWork>::reclaim_copy(this)] {
+      self->wait(kNoTimeout);
+    });
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+  std::shared_ptr<py::object> held_;
+};
+
+// torch's own Work classes are C++ objects; any other dist.Work is a Python subclass.
+bool is_written_in_python(const py::object& work) {
+  const auto module = py::str(py::type::handle_of(work).attr("__module__")).cast<std::string>();
+  return module.rfind("torch._C", 0) != 0;
+}
+
 class PythonGroupCalls final : public GroupCalls {
  public:
   PythonGroupCalls(py::object group, py::object caller, PythonGroupTraits traits)
@@ -63,13 +99,17 @@ class PythonGroupCalls final : public GroupCalls {
   }
 
  private:
-  // Options pass as torch's own Python option objects. The caller hands back a native Work (it
-  // wraps a Python one), so nothing below reaches into Python again without the GIL.
+  // Options pass as torch's own Python option objects. The caller hands back a dist.Work: torch's
+  // own, or one written in Python, which is held (with the GIL taken to release it) until waited.
   template <typename... Args>
   Work call(const char* collective, const Args&... args) {
     py::gil_scoped_acquire gil;
     py::object work = (*caller_)(*group_, collective, args...);
-    return work.cast<c10::intrusive_ptr<c10d::Work>>();
+    auto native = work.cast<c10::intrusive_ptr<c10d::Work>>();
+    if (!is_written_in_python(work)) {
+      return native;
+    }
+    return c10::make_intrusive<HeldPythonWork>(std::move(native), hold_python(std::move(work)));
   }
 
   std::shared_ptr<py::object> group_;

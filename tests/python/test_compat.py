@@ -11,6 +11,11 @@ accept, c10d_func accepts too.
 - AsyncCollectiveTensor: requires_grad and history kept, waits on every read, compiled functions
   take it and plain tensors alike; `wait_tensors`.
 - A fake world and LocalTensorMode run in a fresh interpreter (programs/fake_world.py).
+- torch's group tags: a group made with a `pg_tag` resolves to that tag, which leads back to the
+  group, and rank lists with the tag run on it; `group=` errors are of torch's exception types.
+- Meta tensors naming a group no group in the process has trace where the shape allows
+  (programs/meta_without_world.py, no world at all).
+- The demo names the transport the registry reports.
 
 Every result is compared with a reference computed from the inputs every rank is known to hold.
 """
@@ -44,9 +49,12 @@ def chunk_of(rank: int, groups: list[list[int]]) -> list[int]:
     return next(g for g in groups if rank in g)
 
 
-def check_every_op(rank: int, group: object, members: list[int], label: str) -> list[str]:
-    """Runs every API collective on `group` (whose caller's members are `members`, in group
-    order) and compares each result with the reference built from the members' known inputs."""
+def check_every_op(
+    rank: int, group: object, members: list[int], label: str, tag: str = ""
+) -> list[str]:
+    """Runs every API collective on `group` and `tag` (whose caller's members are `members`, in
+    group order) and compares each result with the reference built from the members' known
+    inputs."""
     failures: list[str] = []
     me = members.index(rank)
     n = len(members)
@@ -60,38 +68,40 @@ def check_every_op(rank: int, group: object, members: list[int], label: str) -> 
                 f"rank {rank} {label} {what}: got {got.tolist()}, expected {expected.tolist()}"
             )
 
-    expect("all_reduce sum", funcol.all_reduce(mine, "sum", group), sum(inputs))
-    expect("all_reduce max", funcol.all_reduce(mine, "max", group), torch.stack(inputs).amax(0))
-    expect("all_gather dim 0", funcol.all_gather_tensor(mine, 0, group), torch.cat(inputs, 0))
-    expect("all_gather dim 1", funcol.all_gather_tensor(mine, 1, group), torch.cat(inputs, 1))
+    expect("all_reduce sum", funcol.all_reduce(mine, "sum", group, tag), sum(inputs))
+    expect(
+        "all_reduce max", funcol.all_reduce(mine, "max", group, tag), torch.stack(inputs).amax(0)
+    )
+    expect("all_gather dim 0", funcol.all_gather_tensor(mine, 0, group, tag), torch.cat(inputs, 0))
+    expect("all_gather dim 1", funcol.all_gather_tensor(mine, 1, group, tag), torch.cat(inputs, 1))
     big = [value_of(r, (2 * n, 3)) for r in members]
     expect(
         "reduce_scatter",
-        funcol.reduce_scatter_tensor(big[me], "sum", 0, group),
+        funcol.reduce_scatter_tensor(big[me], "sum", 0, group, tag),
         sum(big).chunk(n, 0)[me],
     )
     expect(
         "all_to_all_single",
-        funcol.all_to_all_single(big[me], None, None, group),
+        funcol.all_to_all_single(big[me], None, None, group, tag),
         torch.cat([big[src].chunk(n, 0)[me] for src in range(n)]),
     )
-    expect("broadcast", funcol.broadcast(mine, n - 1, group), inputs[n - 1])
+    expect("broadcast", funcol.broadcast(mine, n - 1, group, tag), inputs[n - 1])
     shift = [(i + 1) % n for i in range(n)]
-    expect("permute_tensor", funcol.permute_tensor(mine, shift, group), inputs[(me - 1) % n])
-    coalesced = funcol.all_reduce_coalesced([mine, mine[0]], "sum", group)
+    expect("permute_tensor", funcol.permute_tensor(mine, shift, group, tag), inputs[(me - 1) % n])
+    coalesced = funcol.all_reduce_coalesced([mine, mine[0]], "sum", group, tag)
     expect("all_reduce_coalesced[1]", coalesced[1], sum(inputs)[0])
     expect(
         "reduce",
-        funcol.reduce(mine, "sum", 0, group),
+        funcol.reduce(mine, "sum", 0, group, tag),
         sum(inputs) if me == 0 else torch.zeros_like(mine),
     )
     expect(
         "gather",
-        funcol.gather(mine, 0, group),
+        funcol.gather(mine, 0, group, tag),
         torch.cat(inputs) if me == 0 else torch.zeros(n * 2, 3),
     )
-    expect("scatter", funcol.scatter(big[me], 0, group), big[0].chunk(n, 0)[me])
-    waited = funcol.wait_tensors([funcol.all_reduce(mine, "sum", group), mine])
+    expect("scatter", funcol.scatter(big[me], 0, group, tag), big[0].chunk(n, 0)[me])
+    waited = funcol.wait_tensors([funcol.all_reduce(mine, "sum", group, tag), mine])
     expect("wait_tensors[0]", waited[0], sum(inputs))
     expect("wait_tensors[1]", waited[1], mine)
     return failures
@@ -129,6 +139,42 @@ class TestThreadsAsRanks(MultiThreadedTestCase):
         if world is None or world["rank"] != rank or not world["per_thread"]:
             failures.append(f"rank {rank} world {world}")
         self.assertEqual(failures, [])
+
+    def test_group_errors_raise_torchs_exception_types(self) -> None:
+        import torch.distributed._functional_collectives as torch_funcol
+        from torch.distributed.device_mesh import init_device_mesh
+
+        mesh = init_device_mesh("cpu", (2, 2))
+        x = value_of(self.rank)
+        # A 2-D mesh without a dim: torch's AssertionError and phrase, and c10d_func's
+        # ValueError with its hint.
+        with pytest.raises(AssertionError, match="Only 1D mesh"):
+            funcol.all_reduce(x, "sum", mesh)
+        with pytest.raises(ValueError, match=r"pass \(mesh, dim\)"):
+            funcol.all_gather_tensor(x, 0, mesh)
+        # Every other group= torch rejects: c10d_func's exception is of torch's type too (the
+        # reference is torch's own exception for the same call).
+        bad_groups = {
+            "2-D mesh": mesh,
+            "mesh dim out of range": (mesh, 5),
+            "tuple of ints": (1, 2),
+            "int": 3,
+            "None": None,
+            "dict": {},
+            "groups of different sizes": [[0, 1], [2]],
+            "unknown group name": "no such group",
+        }
+        for what, group in bad_groups.items():
+            with pytest.raises(Exception) as torch_error:
+                torch_funcol.all_reduce(x, "sum", group)
+            with pytest.raises(Exception) as ours:
+                funcol.all_reduce(x, "sum", group)
+            assert isinstance(ours.value, type(torch_error.value)), (what, ours.value)
+            assert str(ours.value).startswith("c10d_func"), (what, ours.value)
+        with pytest.raises(TypeError, match="Unsupported group type"):
+            funcol.broadcast(x, 0, 3)
+        with pytest.raises(IndexError, match="out of range for a 2-D mesh"):
+            funcol.all_reduce(x, "sum", (mesh, -3))
 
     def test_compiled_function_serves_every_thread(self) -> None:
         # One compiled function, run by every thread-rank: its graph's groups resolve in the
@@ -317,6 +363,98 @@ def test_device_mesh_runs_on_the_mesh_groups(pool4):
     assert_no_failures(pool4.run(body_mesh_runs_on_its_groups, free_port()))
 
 
+USER_TAG = "blu"
+
+
+def _served_by(rank: int, tag: str, members: list[int]) -> list[tuple[str, str]]:
+    """(origin, backend) of every CPU communicator this rank holds for `tag` and `members`."""
+    return [
+        (g["origin"], g["backend"])
+        for g in funcol.groups()
+        if g["device"] == "cpu" and g["tag"] == tag and list(g["ranks"]) == members
+    ]
+
+
+def _new_user_tagged_pairs(rank: int, pairs: list[list[int]]) -> dist.ProcessGroup:
+    """torch's groups of `pairs` made with pg_tag=USER_TAG, on every rank (torch 2.14 takes a tag
+    only in `_new_group_with_tag`, which its new_group wraps); returns the caller's."""
+    from torch.distributed import distributed_c10d as c10d
+
+    made = [c10d._new_group_with_tag(members, pg_tag=USER_TAG) for members in pairs]
+    return made[pairs.index(chunk_of(rank, pairs))]
+
+
+def body_user_tagged_group(rank: int, world_size: int, port: int) -> list[str]:
+    from c10d_func import _groups, _registry
+    from torch.distributed import distributed_c10d as c10d
+
+    failures: list[str] = []
+    pairs = [[0, 1], [2, 3]]
+    mine = chunk_of(rank, pairs)
+    _init_world("gloo", port, rank, world_size)
+    try:
+        sub = _new_user_tagged_pairs(rank, pairs)
+        # torch's tag for the group, and back to the very group from the plain data.
+        tag, ranks, size = _groups.resolve_group(sub)
+        if (tag, ranks, size) != (c10d._get_group_tag(sub), mine, 2) or tag != USER_TAG:
+            failures.append(f"rank {rank}: resolve_group(subgroup) = {(tag, ranks, size)}")
+        if c10d._find_pg_by_ranks_and_tag(tag, ranks) is not sub:
+            failures.append(f"rank {rank}: ({tag!r}, {ranks}) does not lead back to the subgroup")
+        # An explicit tag wins over the group's, as in torch.
+        if _groups.resolve_group(sub, "mine")[0] != "mine":
+            failures.append(f"rank {rank}: an explicit tag lost to the group's")
+        # The binder, as the registry calls it for a graph holding the user tag and the ranks of
+        # every chunk: torch's group of the caller's chunk (only for members in its order), and
+        # nothing for a tag no torch group carries.
+        bound = _registry._bind_on_first_use("all_reduce", "cpu", USER_TAG, [0, 1, 2, 3], 2, False)
+        if not bound or _served_by(rank, USER_TAG, mine) != [("registered", "gloo")]:
+            failures.append(f"rank {rank}: user tag bound {bound}: {funcol.groups()}")
+        if _registry._bind_on_first_use("all_reduce", "cpu", "a", [0, 1, 2, 3], 2, False):
+            failures.append(f"rank {rank}: tag 'a', which no torch group carries, was bound")
+        reversed_pairs = [1, 0, 3, 2]
+        if _registry._bind_on_first_use("all_reduce", "cpu", USER_TAG, reversed_pairs, 2, False):
+            failures.append(f"rank {rank}: the subgroup was bound for its members out of order")
+        # The rank-list form with the user tag (as a compiled or exported graph holds it), in
+        # one chunk and across both, and the group itself: all on torch's subgroup.
+        failures += check_every_op(rank, mine, mine, "rank list, user tag", USER_TAG)
+        failures += check_every_op(rank, pairs, mine, "rank lists, user tag", USER_TAG)
+        failures += check_every_op(rank, sub, mine, "user-tagged subgroup")
+        if _served_by(rank, USER_TAG, mine) != [("registered", "gloo")]:
+            failures.append(f"rank {rank}: the user tag is not served by the subgroup only")
+        # A tag no torch group carries keeps c10d_func's own communicator (shm on one host).
+        failures += check_every_op(rank, mine, mine, "rank list, tag 'a'", "a")
+        if _served_by(rank, "a", mine) != [("created", "shm")]:
+            failures.append(f"rank {rank}: tag 'a' served by {_served_by(rank, 'a', mine)}")
+    finally:
+        dist.destroy_process_group()
+    return failures
+
+
+def test_user_tagged_group_round_trips_and_serves_its_tag(pool4):
+    assert_no_failures(pool4.run(body_user_tagged_group, free_port()))
+
+
+def body_user_tag_first_use(rank: int, world_size: int, port: int) -> tuple[list, list]:
+    pairs = [[0, 1], [2, 3]]
+    mine = chunk_of(rank, pairs)
+    _init_world("gloo", port, rank, world_size)
+    try:
+        _new_user_tagged_pairs(rank, pairs)
+        # A graph's plain data, run where the user-tagged group exists but was never passed as
+        # group=: the registry must ask the binder, which finds torch's group by its tag.
+        failures = check_every_op(rank, pairs, mine, "rank lists first, user tag", USER_TAG)
+        return failures, _served_by(rank, USER_TAG, mine)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_user_tag_first_use_runs_on_the_user_tagged_group(pool4):
+    results = pool4.run(body_user_tag_first_use, free_port())
+    assert_no_failures([failures for failures, _ in results])
+    served = [served for _, served in results]
+    assert served == [[("registered", "gloo")]] * 4, f"the user tag is served by {served}"
+
+
 # ---------------------------------------------------------------------------------------------
 # AsyncCollectiveTensor as torch's behaves.
 
@@ -395,17 +533,70 @@ def test_async_collective_tensor_behaves_as_torchs(pool2):
 
 
 # ---------------------------------------------------------------------------------------------
-# A fake world and LocalTensorMode need a process of their own (their world is global state).
+# Programs that need a process of their own: a fake world, LocalTensorMode, no world at all, a
+# world of one with a minimal Python group (their world is global state).
 
 
-def test_fake_world_and_local_tensor_mode():
-    program = os.path.join(TESTS_DIR, "programs", "fake_world.py")
+def run_program(name: str) -> str:
+    """Runs tests/python/programs/<name> in a fresh interpreter; returns its output."""
+    program = os.path.join(TESTS_DIR, "programs", name)
     done = subprocess.run(
         [sys.executable, program],
+        check=False,
         capture_output=True,
         text=True,
         timeout=240,
         env={**os.environ, "PYTHONPATH": TESTS_DIR},
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "fake world: ok" in done.stdout and "LocalTensorMode: ok" in done.stdout, done.stdout
+    return done.stdout
+
+
+def test_fake_world_and_local_tensor_mode():
+    out = run_program("fake_world.py")
+    assert "fake world: ok" in out and "LocalTensorMode: ok" in out, out
+
+
+def test_meta_tensors_with_a_group_name_no_group_has():
+    out = run_program("meta_without_world.py")
+    assert "meta without a world: ok" in out, out
+
+
+def test_minimal_python_group_and_its_work_lifetimes():
+    # torch's discard-everything group shape: every op runs on its four methods; each Python
+    # Work is waited once, when the output is, and deleted right after; a Work registered in
+    # torch's registry is waited by wait_tensor from another thread; empty lists via torch.ops.
+    out = run_program("minimal_python_group.py")
+    for part in ("work lifetimes", "registered work", "empty lists"):
+        assert f"{part}: ok" in out, out
+
+
+# ---------------------------------------------------------------------------------------------
+# The demo names the transport that served it.
+
+
+def body_default_cpu_transport(rank: int, world_size: int) -> tuple[str, str]:
+    from c10d_func import demo
+
+    everyone = list(range(world_size))
+    got = funcol.all_reduce(value_of(rank), "sum", everyone, "demo-transport")
+    assert torch.equal(got, sum(value_of(r) for r in everyone)), got
+    (backend,) = [
+        g["backend"]
+        for g in funcol.groups()
+        if g["device"] == "cpu" and g["tag"] == "demo-transport" and list(g["ranks"]) == everyone
+    ]
+    return backend, demo.header(world_size, funcol.groups())
+
+
+def test_demo_names_the_transport_that_served_it(pool2):
+    # The transport the registry reports for a default CPU group of ranks on one host...
+    (backend, header), _ = pool2.run(body_default_cpu_transport)
+    assert backend == "shm", backend
+    assert f"2 CPU ranks over {backend}," in header, header
+    # ...is the one the demo's title names.
+    demo = [sys.executable, "-m", "c10d_func.demo", "--nproc", "2", "--iters", "1"]
+    done = subprocess.run(demo, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    titles = [line for line in done.stdout.splitlines() if line.startswith("c10d_func demo:")]
+    assert len(titles) == 1 and f"2 CPU ranks over {backend}," in titles[0], done.stdout

@@ -7,7 +7,7 @@ import os
 import time
 import uuid
 
-import c10d_func  # noqa: F401
+import c10d_func
 import pytest
 import torch
 from conftest import get_pool
@@ -125,6 +125,15 @@ def test_mixed_devices_in_a_coalesced_call_are_rejected():
     ):
         with pytest.raises(RuntimeError, match="mixes devices"):
             call([t(2), t(2, device="meta")])
+
+
+def test_waiting_none_says_the_in_place_ops_return_nothing():
+    # What `out = all_reduce_(x, ...)`, written as for torch's op (which returns x), hands on.
+    with pytest.raises(TypeError) as info:
+        c10d_func.wait_tensor(None)
+    message = str(info.value)
+    assert "c10d_func.wait_tensor: got None" in message, message
+    assert "all_reduce_" in message and "wait_tensor(x)" in message, message
 
 
 def test_no_world_is_a_clear_error(monkeypatch):

@@ -1,8 +1,10 @@
 """Reliability: exits with work in flight, threads creating groups and calling collectives at the
 same time (also under C10D_FUNC_DEBUG=DETAIL), a peer whose rank failed before its first
-collective, out-of-range dims, and a bounded stress run of threads x tags x ops with random sizes
-and outputs dropped unwaited. Nothing may crash or hang; every result is checked against a
-reference computed from every rank's known input."""
+collective (named, within the timeout), out-of-range dims, small collectives issued in opposite
+orders across tags, members that disagree on the reduction or the all_to_all splits (an error on
+every member, on every transport under DETAIL, never a wrong result), and a bounded stress run of
+threads x tags x ops with random sizes and outputs dropped unwaited. Nothing may crash or hang;
+every result is checked against a reference computed from every rank's known input."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import os
 import random
 import sys
 import threading
+import time
 import uuid
 
 import c10d_func
@@ -115,29 +118,138 @@ def body_fail_before_first_collective(rank: int, world_size: int, failing: int):
         try:
             ops.all_reduce(torch.ones(2), "median", "", ranks, world_size)
         except RuntimeError as error:
-            return "failed early: " + str(error).splitlines()[0]
-        return "no error"
+            return "failed early: " + str(error).splitlines()[0], 0.0
+        return "no error", 0.0
+    start = time.monotonic()
     try:
         ops.wait_tensor(ops.all_reduce(torch.ones(2), "sum", "", ranks, world_size))
-        return "no error"
+        return "no error", 0.0
     except RuntimeError as error:
-        return str(error)
+        return str(error), time.monotonic() - start
 
 
 @pytest.mark.parametrize("failing", [0, 1], ids=["store_host_failed", "member_failed"])
 def test_peers_of_a_rank_that_failed_early_get_a_named_error(failing):
-    pool = WorkerPool(2, env={"C10D_FUNC_TIMEOUT": "4"})
+    timeout = 4
+    pool = WorkerPool(2, env={"C10D_FUNC_TIMEOUT": str(timeout)})
     try:
-        messages = pool.run(body_fail_before_first_collective, failing, timeout=90)
+        results = pool.run(body_fail_before_first_collective, failing, timeout=90)
     finally:
         pool.close()
+    messages = [message for message, _ in results]
     assert messages[failing].startswith("failed early: c10d_func.all_reduce: ")
+    # Within the timeout (plus a margin for the machine), not a multiple of it: the store's
+    # client would retry after its timeout, and a formation's waits would add up.
+    elapsed = results[1 - failing][1]
+    assert elapsed < timeout + 2, f"the error came after {elapsed:.1f} s for a {timeout} s timeout"
     message = messages[1 - failing]
     assert "c10d_func.all_reduce" in message, message
     if failing == 0:
         assert "rank 0" in message and "never made its first collective call" in message, message
     else:
         assert "ranks [1] never arrived" in message, message
+
+
+# ------------------------------------------------------------------ small collectives across tags
+
+
+def body_opposite_orders_across_tags(rank: int, world_size: int, run: str, steps: int):
+    """One thread per rank, two tags: rank 0 issues a small all_reduce on tag a then one on b, the
+    other ranks b then a. Each tag's collectives are in the same order on every rank, which is
+    all the ordering rule asks: the ops must return at once and complete."""
+    ranks = list(range(world_size))
+    tags = [f"{run}-a", f"{run}-b"]
+    for tag in tags:  # form both communicators first (forming meets the peers in the call)
+        ops.wait_tensor(ops.all_reduce(torch.ones(1), "sum", tag, ranks, world_size))
+    order = tags if rank == 0 else tags[::-1]
+    wrong = []
+    for step in range(steps):
+        outputs = {}
+        for tag in order:
+            scale = 1 if tag == tags[0] else 100
+            x = torch.full((4,), float(scale * (rank + 1 + step)))
+            outputs[tag] = ops.all_reduce(x, "sum", tag, ranks, world_size)
+        for tag in tags:
+            scale = 1 if tag == tags[0] else 100
+            expected = float(scale * sum(r + 1 + step for r in ranks))
+            got = ops.wait_tensor(outputs[tag])
+            if not torch.equal(got, torch.full((4,), expected)):
+                wrong.append((step, tag, got.tolist(), expected))
+    return wrong
+
+
+@pytest.mark.parametrize("world_size", [2, 4], ids=["ws2", "ws4"])
+def test_small_collectives_in_opposite_orders_across_tags_complete(world_size):
+    # Before: each small collective ran inside the call, blocking rank 0 in tag a while rank 1 was
+    # blocked in tag b; both failed after C10D_FUNC_TIMEOUT.
+    pool = WorkerPool(world_size, env={"C10D_FUNC_TIMEOUT": "10"})
+    try:
+        results = pool.run(body_opposite_orders_across_tags, uuid.uuid4().hex[:6], 20, timeout=90)
+    finally:
+        pool.close()
+    assert results == [[]] * world_size, results
+
+
+# ------------------------------------------------------------------ members that disagree
+
+
+def body_reductions_disagree(rank: int, world_size: int, run: str, numel: int, transport: str):
+    ranks = list(range(world_size))
+    tag = f"{run}-{transport}-{numel}"
+    if transport != "auto":
+        c10d_func.set_transport(transport, "cpu", tag)
+    x = torch.full((numel,), float(rank + 1))
+    reduction = "max" if rank == world_size - 1 else "sum"
+    try:
+        got = ops.wait_tensor(ops.all_reduce(x, reduction, tag, ranks, world_size))
+        return "no error: " + str(got[:2].tolist())
+    except RuntimeError as error:
+        return str(error)
+
+
+@pytest.mark.parametrize("numel", [2, 1 << 18], ids=["8B", "1MiB"])
+def test_members_asking_for_different_reductions_fail_on_shm(pool2, numel):
+    # The shared-memory transport compares the reduction at its first barrier, on every call.
+    run = uuid.uuid4().hex[:6]
+    for message in pool2.run(body_reductions_disagree, run, numel, "auto"):
+        assert "c10d_func.all_reduce failed on group" in message, message
+        assert "in different collectives" in message and "reduction" in message, message
+
+
+DETAIL = {"C10D_FUNC_DEBUG": "DETAIL"}
+
+
+@pytest.mark.parametrize("transport", ["shm", "gloo"])
+def test_detail_mode_compares_the_reduction_on_every_transport(transport):
+    pool = get_pool(2, DETAIL)
+    for message in pool.run(body_reductions_disagree, uuid.uuid4().hex[:6], 4, transport):
+        assert "disagree on collective #0 (C10D_FUNC_DEBUG=DETAIL)" in message, message
+        assert "rank 0: all_reduce Float[4] sum" in message, message
+        assert "rank 1: all_reduce Float[4] max" in message, message
+
+
+def body_splits_disagree(rank: int, world_size: int, run: str, transport: str):
+    ranks = list(range(world_size))
+    tag = f"{run}-{transport}"
+    c10d_func.set_transport(transport, "cpu", tag)
+    # Rank 0 sends 1 row to rank 1, which expects 2 from it.
+    input_splits, output_splits = ([1, 1], [1, 1]) if rank == 0 else ([1, 1], [2, 1])
+    x = torch.ones(sum(input_splits), 2)
+    try:
+        ops.wait_tensor(
+            ops.all_to_all_single(x, output_splits, input_splits, tag, ranks, world_size)
+        )
+        return "no error"
+    except RuntimeError as error:
+        return str(error)
+
+
+@pytest.mark.parametrize("transport", ["shm", "gloo"])
+def test_detail_mode_pairs_the_all_to_all_splits_on_every_transport(transport):
+    pool = get_pool(2, DETAIL)
+    for message in pool.run(body_splits_disagree, uuid.uuid4().hex[:6], transport):
+        assert "(C10D_FUNC_DEBUG=DETAIL)" in message, message
+        assert "rank 0 sends 1 rows to rank 1, which expects 2" in message, message
 
 
 # ------------------------------------------------------------------ dims

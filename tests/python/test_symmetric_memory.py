@@ -451,4 +451,6 @@ def body_mismatched_splits(rank: int, world_size: int) -> str:
 
 def test_all_to_all_split_sizes_that_disagree_fail_on_every_member(pool2):
     for message in pool2.run(body_mismatched_splits, timeout=60):
-        assert "split sizes disagree: rank 0 sends 12 bytes to rank 1, which expects 8" in message, message
+        assert (
+            "split sizes disagree: rank 0 sends 12 bytes to rank 1, which expects 8" in message
+        ), message

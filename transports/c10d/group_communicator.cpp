@@ -56,14 +56,13 @@ at::Tensor as_byte_rows(const at::Tensor& tensor) {
             {rows, row_bytes}, {row_bytes, 1});
 }
 
-// The Work's future; a Work written in Python may have none (get_future is optional there), and
-// is then waited on here: such groups complete their collectives in the call anyway.
+// The Work's future. A Work with none (Gloo's reduce-scatter) is waited when the output is
+// waited, as torch waits it: issuing never blocks.
 Completion future_of(const c10::intrusive_ptr<c10d::Work>& work) {
   try {
     return work->getFuture();
   } catch (const std::exception&) {
-    work->wait();
-    return completed();
+    return completed_when_waited([work] { work->wait(); });
   }
 }
 

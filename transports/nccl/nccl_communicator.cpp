@@ -26,9 +26,11 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include "transports/local_reduce.h"
+#include "transports/nccl/device_sharing.h"
 #include "transports/reduction_staging.h"
 
 #include <atomic>
@@ -554,6 +556,44 @@ void Watchdog::loop() {
   }
 }
 
+// "GPU-<uuid in hex>": the device's identity across processes, whatever CUDA_VISIBLE_DEVICES
+// each process was given.
+std::string device_identity(c10::DeviceIndex index) {
+  cudaDeviceProp properties{};
+  const cudaError_t status = cudaGetDeviceProperties(&properties, index);
+  TORCH_CHECK(status == cudaSuccess, "c10d_func: cudaGetDeviceProperties(", static_cast<int>(index),
+              ") failed: ", cudaGetErrorString(status));
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id = "GPU-";
+  for (const char byte : properties.uuid.bytes) {
+    const auto value = static_cast<unsigned char>(byte);
+    id += kHex[value >> 4];
+    id += kHex[value & 15];
+  }
+  return id;
+}
+
+// Every member publishes its GPU's identity; two members on one GPU fail here, on every member,
+// with the ranks named, instead of in ncclCommInitRankConfig as "invalid usage".
+void check_one_rank_per_device(const Rendezvous& rendezvous) {
+  const std::string mine = device_identity(rendezvous.device.index());
+  rendezvous.store->set("device/" + std::to_string(rendezvous.rank),
+                        std::vector<uint8_t>(mine.begin(), mine.end()));
+  std::vector<std::string> keys;
+  for (int64_t i = 0; i < rendezvous.size; ++i) {
+    keys.push_back("device/" + std::to_string(i));
+  }
+  rendezvous.store->wait(keys, rendezvous.remaining());
+  std::vector<std::string> ids;
+  for (const auto& key : keys) {
+    const auto bytes = rendezvous.store->get(key);
+    ids.emplace_back(bytes.begin(), bytes.end());
+  }
+  if (auto problem = shared_device_problem(ids, rendezvous.members)) {
+    TORCH_CHECK(false, "c10d_func: ", *problem);
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<Communicator> make_nccl_communicator(const Rendezvous& rendezvous) {
@@ -561,7 +601,8 @@ std::shared_ptr<Communicator> make_nccl_communicator(const Rendezvous& rendezvou
               "c10d_func: the NCCL transport needs a CUDA device with an index, got ",
               rendezvous.device);
   c10::cuda::CUDAGuard guard(rendezvous.device);
-  const auto deadline = Clock::now() + rendezvous.timeout;
+  const auto deadline = Clock::now() + rendezvous.remaining();
+  check_one_rank_per_device(rendezvous);
   ncclUniqueId id;
   const std::string key = "nccl_unique_id";
   if (rendezvous.rank == 0) {
@@ -569,7 +610,7 @@ std::shared_ptr<Communicator> make_nccl_communicator(const Rendezvous& rendezvou
     const auto* bytes = reinterpret_cast<const uint8_t*>(&id);
     rendezvous.store->set(key, std::vector<uint8_t>(bytes, bytes + sizeof(id)));
   } else {
-    rendezvous.store->wait({key}, rendezvous.timeout);
+    rendezvous.store->wait({key}, rendezvous.remaining());
     const auto bytes = rendezvous.store->get(key);
     TORCH_CHECK(bytes.size() == sizeof(id), "c10d_func: malformed ncclUniqueId in the store");
     std::memcpy(&id, bytes.data(), sizeof(id));

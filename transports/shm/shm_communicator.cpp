@@ -20,12 +20,15 @@
 // collectives' inputs are allocated (symmetric_pool.h). The slots serve small messages, and
 // large ones when a member's pool is full. Barriers, announcements and failures: shm_members.h.
 //
-// Progress: collectives run in issue order. One that is small (<= 256 KiB) when nothing is queued
-// runs inside the call and is complete when the op returns; others are queued to the
-// communicator's progress thread and the op returns at once. Hence the ordering rule, as NCCL
-// has one: every member must issue the collectives of one communicator (tag and chunk) in the
-// same order, and a program must not make one member's small collective on one tag wait for a
-// collective that member issues later on another tag.
+// Progress: collectives run in issue order. One that is small (<= 256 KiB) runs inside the call,
+// and is complete when the op returns, when nothing is queued and every peer has issued it too
+// (each member counts what it issued in its control block); others are queued to the
+// communicator's progress thread and the op returns at once. A caller thus never blocks on a
+// peer that has not issued the collective: that peer may be blocked itself, in a call on another
+// tag that waits for this member's next call, and a queued collective completes whatever the
+// callers do. The ordering rule, as NCCL has one: every member must issue the collectives of one
+// communicator (tag and chunk) in the same order; across tags, any order (forming a communicator,
+// on a tag's first call, does meet the peers inside the call: ops/group_formation.cpp).
 #include "transports/shm/shm_communicator.h"
 
 #include <ATen/ATen.h>
@@ -96,8 +99,10 @@ class ShmCommunicator final : public Communicator {
   int64_t size() const override { return size_; }
   std::string backend_name() const override { return "shm"; }
 
+  // Large inputs are always read after the op returns; a small one only when its collective is
+  // queued, which the collective's own method decides (and then keeps a copy: `kept`).
   bool reads_inputs_after_return(int64_t bytes) const override {
-    return !can_run_inline(static_cast<size_t>(bytes));
+    return static_cast<size_t>(bytes) > kInlineBytes;
   }
 
   // A tensor the user allocated in symmetric memory is read where it lies
@@ -156,11 +161,11 @@ class ShmCommunicator final : public Communicator {
     if (output.numel() == 0) {
       return completed();
     }
-    const bool in_call = can_run_inline(nbytes(output));
-    at::Tensor source = in_call || input.is_same(output) ? input : snapshot(input);
+    Turn turn = take_turn("all_reduce", nbytes(output));
+    at::Tensor source = turn.in_call || input.is_same(output) ? input : snapshot(input);
     const bool converts = staged_as_copy(output.scalar_type());
     const bool direct = goes_direct(nbytes(output));
-    return submit("all_reduce", nbytes(output), [=, this] {
+    return submit(std::move(turn), [=, this] {
       at::AutoDispatchBelowADInplaceOrView below;
       if (converts) {  // int16, unsigned, bool: widen into a wire copy, reduce it, copy back
         if (!source.is_same(output)) {
@@ -194,7 +199,9 @@ class ShmCommunicator final : public Communicator {
       return completed();
     }
     const bool direct = goes_direct(nbytes(input));
-    return submit("all_gather", nbytes(output), [this, output, input, direct] {
+    Turn turn = take_turn("all_gather", nbytes(output));
+    const at::Tensor sent = kept(turn, input);
+    return submit(std::move(turn), [this, output, input = sent, direct] {
       if (direct && direct_->all_gather(output, input)) {
         return;
       }
@@ -218,7 +225,9 @@ class ShmCommunicator final : public Communicator {
       return completed();
     }
     const bool direct = goes_direct(nbytes(input));
-    return submit("reduce_scatter", nbytes(input), [this, output, input, reduce_op, direct] {
+    Turn turn = take_turn("reduce_scatter", nbytes(input));
+    const at::Tensor sent = kept(turn, input);
+    return submit(std::move(turn), [this, output, input = sent, reduce_op, direct] {
       at::AutoDispatchBelowADInplaceOrView below;
       auto staged = stage_reduction(output, reduce_op, false);
       at::Tensor wire_in;
@@ -268,64 +277,62 @@ class ShmCommunicator final : public Communicator {
     const size_t row = in_rows == 0 ? 0 : nbytes(input) / in_rows;
     const size_t out_rows = output.dim() == 0 ? 1 : output.size(0);
     const size_t out_row = out_rows == 0 ? 0 : nbytes(output) / out_rows;
-    return submit(
-        "all_to_all", std::max(nbytes(input), nbytes(output)),
-        [this, output, input, row, out_row, output_split_sizes, input_split_sizes] {
-          if (region_bytes_ > 0) {  // every member decides alike: the region is rank 0's
-            std::vector<size_t> send(size_), receive(size_);
-            for (int64_t m = 0; m < size_; ++m) {
-              send[m] = input_split_sizes[m] * row;
-              receive[m] = output_split_sizes[m] * out_row;
-            }
-            if (direct_->all_to_all(output, input, send, receive)) {
-              return;
-            }
+    Turn turn = take_turn("all_to_all", std::max(nbytes(input), nbytes(output)));
+    const at::Tensor sent = kept(turn, input);
+    return submit(std::move(turn), [this, output, input = sent, row, out_row, output_split_sizes,
+                                    input_split_sizes] {
+      if (region_bytes_ > 0) {  // every member decides alike: the region is rank 0's
+        std::vector<size_t> send(size_), receive(size_);
+        for (int64_t m = 0; m < size_; ++m) {
+          send[m] = input_split_sizes[m] * row;
+          receive[m] = output_split_sizes[m] * out_row;
+        }
+        if (direct_->all_to_all(output, input, send, receive)) {
+          return;
+        }
+      }
+      const size_t piece = std::max<size_t>(kAlign, chunk_ / size_ / kAlign * kAlign);
+      std::vector<size_t> send(size_), send_at(size_), recv(size_), recv_at(size_);
+      size_t rounds = 0;
+      for (int64_t m = 0, s = 0, r = 0; m < size_; ++m) {
+        send[m] = input_split_sizes[m] * row;
+        recv[m] = output_split_sizes[m] * out_row;
+        send_at[m] = s;
+        recv_at[m] = r;
+        s += send[m];
+        r += recv[m];
+        rounds = std::max({rounds, (send[m] + piece - 1) / piece, (recv[m] + piece - 1) / piece});
+      }
+      begin(OpCode::kAllToAll, 0);
+      // What a member sends itself is copied directly, not through the segment.
+      std::memcpy(bytes_of(output) + recv_at[rank_], bytes_of(input) + send_at[rank_],
+                  std::min(send[rank_], recv[rank_]));
+      // Members know only their own sends and receives: agree on the number of rounds.
+      const int parity = sync_.parity();
+      control(rank_).value[parity].store(static_cast<int64_t>(rounds), std::memory_order_relaxed);
+      barrier("all_to_all");
+      for (int64_t m = 0; m < size_; ++m) {
+        rounds = std::max(
+            rounds, static_cast<size_t>(control(m).value[parity].load(std::memory_order_relaxed)));
+      }
+      for (size_t round = 0; round < rounds; ++round) {
+        const size_t off = round * piece;
+        const int set = next_set();
+        for (int64_t m = 0; m < size_; ++m) {
+          if (m != rank_ && off < send[m]) {
+            std::memcpy(slot(set, rank_) + m * piece, bytes_of(input) + send_at[m] + off,
+                        std::min(piece, send[m] - off));
           }
-          const size_t piece = std::max<size_t>(kAlign, chunk_ / size_ / kAlign * kAlign);
-          std::vector<size_t> send(size_), send_at(size_), recv(size_), recv_at(size_);
-          size_t rounds = 0;
-          for (int64_t m = 0, s = 0, r = 0; m < size_; ++m) {
-            send[m] = input_split_sizes[m] * row;
-            recv[m] = output_split_sizes[m] * out_row;
-            send_at[m] = s;
-            recv_at[m] = r;
-            s += send[m];
-            r += recv[m];
-            rounds =
-                std::max({rounds, (send[m] + piece - 1) / piece, (recv[m] + piece - 1) / piece});
+        }
+        barrier("all_to_all");
+        for (int64_t m = 0; m < size_; ++m) {
+          if (m != rank_ && off < recv[m]) {
+            std::memcpy(bytes_of(output) + recv_at[m] + off, slot(set, m) + rank_ * piece,
+                        std::min(piece, recv[m] - off));
           }
-          begin(OpCode::kAllToAll, 0);
-          // What a member sends itself is copied directly, not through the segment.
-          std::memcpy(bytes_of(output) + recv_at[rank_], bytes_of(input) + send_at[rank_],
-                      std::min(send[rank_], recv[rank_]));
-          // Members know only their own sends and receives: agree on the number of rounds.
-          const int parity = sync_.parity();
-          control(rank_).value[parity].store(static_cast<int64_t>(rounds),
-                                             std::memory_order_relaxed);
-          barrier("all_to_all");
-          for (int64_t m = 0; m < size_; ++m) {
-            rounds = std::max(
-                rounds,
-                static_cast<size_t>(control(m).value[parity].load(std::memory_order_relaxed)));
-          }
-          for (size_t round = 0; round < rounds; ++round) {
-            const size_t off = round * piece;
-            const int set = next_set();
-            for (int64_t m = 0; m < size_; ++m) {
-              if (m != rank_ && off < send[m]) {
-                std::memcpy(slot(set, rank_) + m * piece, bytes_of(input) + send_at[m] + off,
-                            std::min(piece, send[m] - off));
-              }
-            }
-            barrier("all_to_all");
-            for (int64_t m = 0; m < size_; ++m) {
-              if (m != rank_ && off < recv[m]) {
-                std::memcpy(bytes_of(output) + recv_at[m] + off, slot(set, m) + rank_ * piece,
-                            std::min(piece, recv[m] - off));
-              }
-            }
-          }
-        });
+        }
+      }
+    });
   }
 
   Completion broadcast(const at::Tensor& buffer, int64_t root) override {
@@ -338,10 +345,10 @@ class ShmCommunicator final : public Communicator {
     if (output.numel() == 0) {
       return completed();
     }
-    const bool in_call = can_run_inline(nbytes(output));
+    Turn turn = take_turn("broadcast", nbytes(output));
     const bool direct = goes_direct(nbytes(output));
     at::Tensor source = input;
-    if (rank_ == root && !in_call && !input.is_same(output)) {
+    if (rank_ == root && !turn.in_call && !input.is_same(output)) {
       // The root's copy of its input goes straight into its output (which nobody reads before
       // the wait), and the others read it there: one copy instead of a snapshot and a copy.
       if (direct && input.is_contiguous() && pool_->offset_in_segment(output)) {
@@ -351,7 +358,7 @@ class ShmCommunicator final : public Communicator {
         source = snapshot(input);
       }
     }
-    return submit("broadcast", nbytes(output), [this, output, source, root, direct] {
+    return submit(std::move(turn), [this, output, source, root, direct] {
       if (direct && direct_->broadcast(output, source, root)) {
         return;
       }
@@ -379,7 +386,9 @@ class ShmCommunicator final : public Communicator {
       return completed();
     }
     const bool direct = goes_direct(nbytes(input));
-    return submit("gather", nbytes(input), [this, output, input, root, direct] {
+    Turn turn = take_turn("gather", nbytes(input));
+    const at::Tensor sent = kept(turn, input);
+    return submit(std::move(turn), [this, output, input = sent, root, direct] {
       if (direct && direct_->gather(output, input, root)) {
         return;
       }
@@ -404,7 +413,9 @@ class ShmCommunicator final : public Communicator {
       return completed();
     }
     const bool direct = goes_direct(nbytes(output));
-    return submit("scatter", nbytes(output), [this, output, input, root, direct] {
+    Turn turn = take_turn("scatter", nbytes(output));
+    const at::Tensor sent = kept(turn, input);
+    return submit(std::move(turn), [this, output, input = sent, root, direct] {
       if (direct && direct_->scatter(output, input, root)) {
         return;
       }
@@ -445,11 +456,6 @@ class ShmCommunicator final : public Communicator {
   char* result_slot(int set) const { return slot(set, size_); }
 
   int next_set() { return static_cast<int>(sets_used_++ & 1); }
-
-  bool can_run_inline(size_t bytes) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return bytes <= kInlineBytes && queue_.empty() && !running_;
-  }
 
   // In-place or out-of-place reduction of every member's `input` into `output` (same dtype, a
   // dtype every reduction takes: staging has widened what it must). `asked` is the reduction the
@@ -505,16 +511,70 @@ class ShmCommunicator final : public Communicator {
     }
   }
 
-  // Runs `work` inside the call when it is small and nothing is queued, else on the progress
-  // thread; either way in issue order.
-  Completion submit(const char* op, size_t bytes, std::function<void()> work) {
+  // Whether every peer has issued collective `number`, waiting briefly (spinning, then yielding)
+  // for those that have not yet: peers usually arrive within microseconds of each other.
+  bool peers_issued(uint64_t number) const {
+    const auto all_issued = [&] {
+      for (int64_t m = 0; m < size_; ++m) {
+        if (m != rank_ && control(m).issued.load(std::memory_order_acquire) < number) {
+          return false;
+        }
+      }
+      return true;
+    };
+    for (int i = 0; i < kSpins; ++i) {
+      if (all_issued()) {
+        return true;
+      }
+      cpu_relax();
+    }
+    for (int i = 0; i < kYields; ++i) {
+      if (all_issued()) {
+        return true;
+      }
+      std::this_thread::yield();
+    }
+    return all_issued();
+  }
+
+  // This member's turn to issue a collective of `bytes`: numbered and published, and whether it
+  // runs inside the call: small, nothing queued, and every peer has issued it too (so the call
+  // cannot wait on a peer's caller). The lock, held until `submit`, keeps a collective issued
+  // meanwhile by another thread from overtaking this one.
+  struct Turn {
+    std::unique_lock<std::mutex> lock;
+    const char* op;
+    bool in_call;
+  };
+
+  Turn take_turn(const char* op, size_t bytes) {
     if (auto failed = failure()) {
       TORCH_CHECK(false, "c10d_func.", op, ": the shm communicator failed earlier: ", *failed);
     }
     std::unique_lock<std::mutex> lock(mutex_);
-    if (bytes <= kInlineBytes && queue_.empty() && !running_) {
+    const uint64_t number = ++issued_;
+    control(rank_).issued.store(number, std::memory_order_release);
+    const bool in_call =
+        bytes <= kInlineBytes && queue_.empty() && !running_ && peers_issued(number);
+    return Turn{std::move(lock), op, in_call};
+  }
+
+  // What a queued collective may read of a small input: a private copy, since the caller may
+  // write its tensor as soon as the op returns (large inputs are copied by the kernels, see
+  // reads_inputs_after_return).
+  static at::Tensor kept(const Turn& turn, const at::Tensor& input) {
+    if (turn.in_call || nbytes(input) > kInlineBytes) {
+      return input;
+    }
+    return input.clone(at::MemoryFormat::Contiguous);
+  }
+
+  // Runs `work` inside the call or on the progress thread, as `turn` decided; either way in issue
+  // order.
+  Completion submit(Turn turn, std::function<void()> work) {
+    if (turn.in_call) {
       running_ = true;
-      lock.unlock();
+      turn.lock.unlock();
       try {
         work();
       } catch (...) {
@@ -531,7 +591,7 @@ class ShmCommunicator final : public Communicator {
     if (!worker_.joinable()) {
       worker_ = std::thread([this] { progress(); });
     }
-    lock.unlock();
+    turn.lock.unlock();
     work_ready_.notify_one();
     return done;
   }
@@ -587,6 +647,7 @@ class ShmCommunicator final : public Communicator {
   uint64_t sets_used_ = 0;
 
   mutable std::mutex mutex_;
+  uint64_t issued_ = 0;  // under mutex_: collectives issued, as published in our control block
   std::condition_variable work_ready_;
   std::deque<Task> queue_;
   bool running_ = false;

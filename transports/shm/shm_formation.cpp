@@ -41,7 +41,7 @@ std::vector<std::string> exchange_host_identities(const Rendezvous& rendezvous) 
   for (int64_t i = 0; i < rendezvous.size; ++i) {
     keys.push_back("host/" + std::to_string(i));
   }
-  rendezvous.store->wait(keys, rendezvous.timeout);
+  rendezvous.store->wait(keys, rendezvous.remaining());
   std::vector<std::string> ids;
   for (const auto& key : keys) {
     ids.push_back(text(rendezvous.store->get(key)));
@@ -63,7 +63,7 @@ bool agree_on_cross_memory(const Rendezvous& rendezvous, const MemberControl* co
   bool everyone = true;
   for (int64_t m = 0; m < rendezvous.size; ++m) {
     const std::string key = "cma/" + std::to_string(m);
-    rendezvous.store->wait({key}, rendezvous.timeout);
+    rendezvous.store->wait({key}, rendezvous.remaining());
     everyone = everyone && rendezvous.store->get(key) == std::vector<uint8_t>{1};
   }
   return everyone;
@@ -92,7 +92,7 @@ std::shared_ptr<Communicator> form(const Rendezvous& rendezvous) {
       header->magic = kMagic;
       rendezvous.store->set("segment", std::vector<uint8_t>(name.begin(), name.end()));
     } else {
-      rendezvous.store->wait({"segment"}, rendezvous.timeout);
+      rendezvous.store->wait({"segment"}, rendezvous.remaining());
       name = text(rendezvous.store->get("segment"));
       segment = SharedSegment::open(name);
       const auto* header = reinterpret_cast<const Header*>(segment.base());
@@ -114,7 +114,7 @@ std::shared_ptr<Communicator> form(const Rendezvous& rendezvous) {
     for (int64_t i = 0; i < n; ++i) {
       mapped.push_back("mapped/" + std::to_string(i));
     }
-    rendezvous.store->wait(mapped, rendezvous.timeout);
+    rendezvous.store->wait(mapped, rendezvous.remaining());
     SharedSegment::unlink(name);
     const bool cross_memory = agree_on_cross_memory(rendezvous, controls);
     return communicator_on(std::move(segment), rendezvous, cross_memory);

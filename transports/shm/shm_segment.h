@@ -29,7 +29,10 @@ constexpr int64_t kUnplaced = -1;
 constexpr int64_t kAttached = -2;
 
 struct alignas(64) MemberControl {
-  std::atomic<uint64_t> arrived{0};   // the last barrier step this member reached
+  std::atomic<uint64_t> arrived{0};  // the last barrier step this member reached
+  // Collectives this member has issued (run inside the call or queued to its progress thread):
+  // a member runs a small one inside the call only once every peer has issued it too.
+  std::atomic<uint64_t> issued{0};
   std::atomic<uint32_t> wake{0};      // futex word: bumped on every arrival
   std::atomic<uint32_t> sleepers{0};  // waiters (about to be) asleep on `wake`
   // Per collective, by the parity of its number (members are at most one collective apart): what
