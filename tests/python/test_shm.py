@@ -1,8 +1,8 @@
 """The shm transport: what the op suite (run on both CPU transports) does not show. A member
 killed during a large collective fails the others within the timeout, naming its rank; no
 segment is left in /dev/shm by a kill or a normal exit; two jobs on one host do not interfere;
-chunks spanning hosts (faked with the test-only C10D_FUNC_TEST_HOST_ID) pick Gloo; members in
-different collectives fail instead of mixing data."""
+members in different collectives fail instead of mixing data. Chunks spanning real hosts:
+test_hosts.py."""
 
 from __future__ import annotations
 
@@ -54,50 +54,6 @@ def test_two_jobs_on_one_host_do_not_interfere():
         for rank, (code, out, err) in enumerate(finish(procs)):
             assert code == 0 and "job ok" in out, f"job {job} rank {rank}: {out}{err[-2000:]}"
     assert segments_of(pids) == []
-
-
-def setup_two_hosts(rank: int, world_size: int) -> None:
-    # Test-only: ranks 0, 1 claim host "a" and ranks 2, 3 host "b".
-    os.environ["C10D_FUNC_TEST_HOST_ID"] = "a" if rank < 2 else "b"
-
-
-def body_chunks_across_hosts(rank: int, world_size: int):
-    everyone = list(range(world_size))
-    results = {
-        "pairs": ops.wait_tensor(
-            ops.all_reduce(torch.full((3,), float(rank)), "sum", "", everyone, 2)
-        ).tolist(),
-        "world": ops.wait_tensor(
-            ops.all_reduce(torch.full((3,), float(rank)), "sum", "", everyone, 4)
-        ).tolist(),
-    }
-    backends = {tuple(g["ranks"]): g["backend"] for g in c10d_func.groups() if g["tag"] == ""}
-    c10d_func.set_transport("shm", "cpu", tag="only-shm")
-    try:
-        ops.all_reduce(torch.ones(2), "sum", "only-shm", everyone, 4)
-        forced = "no error"
-    except RuntimeError as error:
-        forced = str(error)
-    return results, backends, forced
-
-
-def test_chunks_spanning_hosts_pick_gloo():
-    pool = WorkerPool(
-        4, env={"C10D_FUNC_TEST_SETUP": "test_shm:setup_two_hosts", "C10D_FUNC_TIMEOUT": "30"}
-    )
-    try:
-        answers = pool.run(body_chunks_across_hosts, timeout=120)
-    finally:
-        pool.close()
-    for rank, (results, backends, forced) in enumerate(answers):
-        pair = [0, 1] if rank < 2 else [2, 3]
-        assert results["pairs"] == [float(sum(pair))] * 3
-        assert results["world"] == [6.0] * 3
-        assert backends[tuple(pair)] == "shm"
-        assert backends[(0, 1, 2, 3)] == "gloo"
-        assert "the shm transport needs every member of the group on one host" in forced, forced
-        others = "[2, 3]" if rank < 2 else "[0, 1]"
-        assert f"ranks {others} run on another host" in forced, forced
 
 
 def body_different_collectives(rank: int, world_size: int, tag: str):

@@ -3,6 +3,8 @@
 // it. Also the host identities "auto" and "shm" decide by. See shm_communicator.h.
 #include "transports/shm/shm_formation.h"
 
+#include "transports/hierarchy/hierarchical_communicator.h"
+
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "transports/rank_format.h"
@@ -152,7 +154,10 @@ std::shared_ptr<Communicator> make_local_or(const Rendezvous& rendezvous,
   if (one_host) {
     return shm::form(shm::under(rendezvous, "shm/"));
   }
-  return across_hosts(shm::under(rendezvous, "across/"));
+  // Across hosts: shared memory inside each host, `across_hosts` between them.
+  return make_hierarchical(
+      shm::under(rendezvous, "across/"), ids,
+      [](const Rendezvous& host) { return shm::form(host); }, across_hosts);
 }
 
 }  // namespace c10d_func

@@ -1,0 +1,145 @@
+"""all_reduce across test hosts: c10d_func's hierarchical collectives (shared memory inside each
+host, Gloo between hosts) against c10d_func on flat Gloo, torch's functional collectives and
+classic `dist.all_reduce` (both on torch's Gloo group), in the same run, on 2 hosts x 2 ranks
+made of network namespaces joined by a veth pair (tests/python/hosts.py; needs root), once with
+the link limited to 10 Gb/s (tc tbf) and once unlimited.
+
+    sudo python -m benchmarks.across_hosts [--iters 20] [--out benchmarks/results/hosts2]
+
+Each point is the median time of `iters` calls (each waited) after a warm-up, as rank 0 sees
+it; ratios are against c10d_func hierarchical. Writes results.json and results.md to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TESTS = HERE.parent / "tests" / "python"
+SIZES = [8, 64 << 10, 1 << 20, 16 << 20]
+IMPLS = [
+    "c10d_func hierarchical",
+    "c10d_func flat Gloo",
+    "torch funcol (Gloo)",
+    "dist.all_reduce (Gloo)",
+]
+
+
+def rank_main(iters: int) -> None:
+    """One rank: times every implementation at every size; rank 0 prints the medians."""
+    import torch
+
+    torch.set_num_threads(1)
+    # torch's Gloo binds to the address the host name resolves to, which the test hosts' names
+    # do not: name the veth, as a user would with GLOO_SOCKET_IFNAME.
+    names = [name for _, name in socket.if_nameindex() if name != "lo"]
+    os.environ["GLOO_SOCKET_IFNAME"] = names[0]
+    import c10d_func
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as torch_funcol
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    everyone = list(range(world))
+    c10d_func.set_transport("gloo", "cpu", tag="flat")
+    calls = {
+        "c10d_func hierarchical": lambda x: c10d_func.all_reduce(x, "sum", everyone, "hier").wait(),
+        "c10d_func flat Gloo": lambda x: c10d_func.all_reduce(x, "sum", everyone, "flat").wait(),
+        "torch funcol (Gloo)": lambda x: torch_funcol.all_reduce(x, "sum", dist.group.WORLD).wait(),
+        "dist.all_reduce (Gloo)": lambda x: dist.all_reduce(x),
+    }
+    results: dict[str, dict[str, float]] = {}
+    for size in SIZES:
+        x = torch.ones(max(size // 4, 2))
+        for name, call in calls.items():
+            for _ in range(3):
+                call(x.clone())
+            times = []
+            for _ in range(iters):
+                y = x.clone()
+                dist.barrier()
+                start = time.perf_counter()
+                call(y)
+                times.append(time.perf_counter() - start)
+            results.setdefault(str(size), {})[name] = statistics.median(times) * 1e6
+    served = [g["backend"] for g in c10d_func.groups() if g["tag"] == "hier"]
+    if rank == 0:
+        print("RESULT " + json.dumps({"us": results, "hierarchical_backend": served}), flush=True)
+    c10d_func.shutdown()
+    dist.destroy_process_group()
+
+
+def human(size: int) -> str:
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
+
+
+def table(runs: dict[str, dict]) -> str:
+    lines = []
+    for link, result in runs.items():
+        lines.append(
+            f"\n**{link}** (median µs per all_reduce, 2 hosts x 2 ranks; ratio = time / "
+            "c10d_func hierarchical)\n"
+        )
+        lines.append("| size | " + " | ".join(IMPLS) + " |")
+        lines.append("|---|" + "---|" * len(IMPLS))
+        for size in SIZES:
+            row = result["us"][str(size)]
+            base = row[IMPLS[0]]
+            cells = [f"{row[IMPLS[0]]:.0f}"] + [
+                f"{row[name]:.0f} ({row[name] / base:.2f}x)" for name in IMPLS[1:]
+            ]
+            lines.append(f"| {human(size)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--rank":
+        rank_main(int(sys.argv[2]))
+        return
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.across_hosts", description=__doc__)
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "hosts2")
+    args = parser.parse_args()
+    sys.path.insert(0, str(TESTS))
+    from hosts import TestHosts, available, host_results
+
+    why_not = available()
+    if why_not:
+        sys.exit(f"benchmarks.across_hosts: {why_not}")
+    runs = {}
+    for link, gbit in (("veth limited to 10 Gb/s", 10.0), ("veth unlimited", None)):
+        with TestHosts(2) as hosts:
+            if gbit:
+                hosts.limit(1, gbit)
+            launchers = hosts.launch(
+                str(Path(__file__)),
+                [2, 2],
+                ["--rank", str(args.iters)],
+                env={"PYTHONPATH": f"{HERE.parent}:{TESTS}"},
+            )
+            ranks, _ = host_results(launchers, timeout=900)
+        code, out = ranks[0]
+        lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
+        if code != 0 or not lines:
+            sys.exit(f"rank 0 failed ({code}):\n{out[-4000:]}")
+        runs[link] = json.loads(lines[-1][len("RESULT ") :])
+        print(f"{link}: hierarchical served by {runs[link]['hierarchical_backend']}", flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(runs, indent=2))
+    markdown = table(runs)
+    (args.out / "results.md").write_text(markdown)
+    print(markdown)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+"""A rank on a test host (tests/python/hosts.py, test_hosts.py): collectives in a world whose
+hosts are real network namespaces, with c10d_func's own env:// world (MASTER_ADDR on host 0).
+
+    two_hosts.py every_op HOSTS   HOSTS: each rank's host index, comma-separated ("0,0,1,1")
+
+every_op: every API collective on groups inside one host, across hosts, and a partition with
+both kinds of chunk in one call, each checked against the reference; then which transport
+served each group, from c10d_func.groups(). Prints one line "RESULT <json>".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import c10d_func as funcol
+import torch
+from every_op import check_every_op, chunk_of
+from reference import REDUCE_OPS, make_input, mismatch, reduce_allowed, reduce_reference
+
+torch.set_num_threads(1)
+
+
+def groups_by_host(hosts: list[int]) -> list[list[int]]:
+    return [[r for r, h in enumerate(hosts) if h == host] for host in sorted(set(hosts))]
+
+
+def every_op(rank: int, hosts: list[int]) -> dict[str, object]:
+    world = list(range(len(hosts)))
+    failures: list[str] = []
+    served: dict[str, str] = {}
+
+    def run(label: str, groups: list[list[int]], tag: str) -> None:
+        mine = chunk_of(rank, groups)
+        group: object = mine if len(groups) == 1 else groups
+        failures.extend(check_every_op(rank, group, mine, label, tag))
+        (backend,) = [
+            g["backend"]
+            for g in funcol.groups()
+            if g["device"] == "cpu" and g["tag"] == tag and list(g["ranks"]) == mine
+        ]
+        served[label] = backend
+
+    # Only equal-sized chunks make one call; a host of another size runs on its own.
+    by_host = groups_by_host(hosts)
+    if len({len(g) for g in by_host}) == 1:
+        run("inside each host", by_host, "inside")
+    else:
+        run("inside my host", [chunk_of(rank, by_host)], "inside")
+    run("the world", [world], "world")
+    # Pairs of consecutive ranks: with hosts 0,0,0,1 the pair (2, 3) spans hosts and (0, 1)
+    # does not, in the same call.
+    if len(world) % 2 == 0:
+        run("pairs", [world[i : i + 2] for i in range(0, len(world), 2)], "pairs")
+    # shm chosen explicitly for a chunk spanning hosts: refused, naming who is elsewhere.
+    funcol.set_transport("shm", "cpu", tag="only-shm")
+    try:
+        funcol.all_reduce(torch.ones(2), "sum", world, "only-shm").wait()
+        forced = "no error"
+    except RuntimeError as error:
+        forced = str(error).splitlines()[0]
+    failures += reductions_across_hosts(rank, hosts)
+    return {"failures": failures, "served": served, "forced_shm": forced}
+
+
+def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
+    """The hierarchical paths on chunks spanning hosts: every reduction and dtype of all_reduce
+    and reduce_scatter, and all_gather, at sizes the hosts' pieces do not divide and at 1 MiB,
+    on the world in rank order and in an order that alternates hosts (member order is not host
+    order), against references built from every member's known input."""
+    world = list(range(len(hosts)))
+    n = len(world)
+    failures: list[str] = []
+    dtypes = [torch.float32, torch.bfloat16, torch.int64, torch.bool, torch.complex64]
+    for members, tag in ((world, "ordered"), (world[::2] + world[1::2], "alternating")):
+        me = members.index(rank)
+        for numel in (7, (1 << 18) + 3):
+            for dtype in dtypes:
+                exact = dtype != torch.bfloat16 or numel < 100
+                what = f"rank {rank} {tag} {dtype} x{numel}"
+                inputs = [make_input(r, (numel,), dtype, salt=numel) for r in members]
+                blocks = [make_input(r, (n * numel,), dtype, salt=numel + 1) for r in members]
+                for op in REDUCE_OPS:
+                    if not reduce_allowed(op, dtype):
+                        continue
+                    got = funcol.all_reduce(inputs[me], op, members, tag).wait()
+                    why = mismatch(got, reduce_reference(inputs, op), exact)
+                    if why:
+                        failures.append(f"{what} all_reduce {op}: {why}")
+                    got = funcol.reduce_scatter_tensor(blocks[me], op, 0, members, tag).wait()
+                    why = mismatch(got, reduce_reference(blocks, op).chunk(n)[me], exact)
+                    if why:
+                        failures.append(f"{what} reduce_scatter {op}: {why}")
+                gathered = funcol.all_gather_tensor(inputs[me], 0, members, tag).wait()
+                why = mismatch(gathered, torch.cat(inputs), True)
+                if why:
+                    failures.append(f"{what} all_gather: {why}")
+    return failures
+
+
+def classic(rank: int, hosts: list[int]) -> dict[str, object]:
+    """Classic torch.distributed calls on a c10d_func group spanning the hosts."""
+    import torch.distributed as dist
+
+    dist.init_process_group("cpu:c10d_func")
+    try:
+        world = dist.get_world_size()
+        failures = []
+        for numel in (5, (1 << 18) + 1):
+            x = torch.full((numel,), float(rank + 1))
+            dist.all_reduce(x)
+            expected = float(sum(range(1, world + 1)))
+            if not torch.equal(x, torch.full((numel,), expected)):
+                failures.append(f"rank {rank} dist.all_reduce x{numel}: {x[:4].tolist()}")
+            out = torch.empty(world * numel)
+            dist.all_gather_into_tensor(out, torch.full((numel,), float(rank)))
+            if not torch.equal(out, torch.arange(world).float().repeat_interleave(numel)):
+                failures.append(f"rank {rank} dist.all_gather_into_tensor x{numel}")
+        served = sorted({g["backend"] for g in funcol.groups() if g["device"] == "cpu"})
+        return {"failures": failures, "served": served}
+    finally:
+        dist.destroy_process_group()
+
+
+def link_down(rank: int, hosts: list[int]) -> dict[str, object]:
+    """The link between the hosts goes down (cut by host 1's first rank, inside its namespace)
+    before a collective spanning hosts: every rank must raise within the timeout."""
+    import subprocess
+    import time
+
+    world = list(range(len(hosts)))
+    x = torch.ones(1 << 18)
+    warm = funcol.all_reduce(x, "sum", world, "across").wait()
+    assert torch.equal(warm, torch.full_like(x, len(world))), warm
+    funcol.all_reduce(x, "sum", world, "across").wait()  # everyone is past the warm-up
+    if hosts[rank] == 1 and os.environ["LOCAL_RANK"] == "0":
+        device = os.environ["C10D_FUNC_TEST_LINK"]
+        subprocess.run(["ip", "link", "set", device, "down"], check=True)
+    time.sleep(0.5)
+    start = time.monotonic()
+    try:
+        funcol.all_reduce(x, "sum", world, "across").wait()
+        error = "no error"
+    except RuntimeError as failure:
+        error = str(failure).splitlines()[0]
+    return {"error": error, "elapsed": time.monotonic() - start}
+
+
+def main() -> None:
+    scenario, hosts = sys.argv[1], [int(h) for h in sys.argv[2].split(",")]
+    rank = int(os.environ["RANK"])
+    result = {"every_op": every_op, "link_down": link_down, "classic": classic}[scenario](
+        rank, hosts
+    )
+    funcol.shutdown()
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

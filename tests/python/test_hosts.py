@@ -1,0 +1,98 @@
+"""Across hosts for real: ranks on test hosts made of network namespaces (tests/python/hosts.py),
+each host with its own network, hostname, IPC namespace and /dev/shm, joined by a veth pair; the
+world's store is on host 0's address (env://).
+
+The locality decision meets real host identities: chunks inside one host run on shared memory;
+chunks spanning hosts run hierarchically (shared memory inside each host, Gloo between hosts,
+across the veth: Gloo binds to the interface that reaches the store, since the test hosts' names
+resolve nowhere), or on Gloo alone where no host holds two of their members; shm asked for
+across hosts is refused, naming the ranks elsewhere. Every op is checked against the reference,
+and every reduction and dtype of the hierarchical paths at odd sizes and 1 MiB, in member orders
+that follow and that alternate hosts, on even (2 + 2) and uneven (3 + 1) hosts; nothing is left
+in either host's /dev/shm. A link cut mid-job fails every rank within C10D_FUNC_TIMEOUT.
+
+Needs root (CI runs as root); skipped, with the reason, elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from hosts import TestHosts, available, host_results
+
+WHY_NOT = available()
+pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=WHY_NOT or "")
+
+
+def rank_results(ranks: dict[int, tuple[int, str]]) -> dict[int, dict]:
+    results = {}
+    for rank, (code, out) in sorted(ranks.items()):
+        lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
+        assert code == 0 and lines, f"rank {rank} exited {code}:\n{out[-4000:]}"
+        results[rank] = json.loads(lines[-1][len("RESULT ") :])
+    return results
+
+
+@pytest.mark.parametrize("layout", [[2, 2], [3, 1]], ids=["two_plus_two", "three_plus_one"])
+def test_every_op_picks_shm_inside_a_host_and_gloo_across(layout):
+    hosts_of = [host for host, count in enumerate(layout) for _ in range(count)]
+    with TestHosts(len(layout)) as hosts:
+        launchers = hosts.launch(
+            "two_hosts.py",
+            layout,
+            ["every_op", ",".join(map(str, hosts_of))],
+            env={"C10D_FUNC_TIMEOUT": "30"},
+        )
+        ranks, leftovers = host_results(launchers)
+    namespaces = subprocess.run(
+        ["ip", "netns", "list"], check=True, capture_output=True, text=True
+    ).stdout
+    assert not any(name in namespaces for name in hosts.names), namespaces  # all removed
+    results = rank_results(ranks)
+    for rank, result in results.items():
+        assert result["failures"] == [], result["failures"]
+        served = result["served"]
+        alone = layout[hosts_of[rank]] == 1
+        expect_inside = "local" if alone else "shm"  # a chunk of one member copies locally
+        assert served.get("inside each host", served.get("inside my host")) == expect_inside
+        # Spanning hosts with two members on a host: hierarchical; one member per host: Gloo.
+        assert served["the world"] == "shm+gloo", served
+        pair = [rank - rank % 2, rank - rank % 2 + 1]
+        spans = hosts_of[pair[0]] != hosts_of[pair[1]]
+        assert served["pairs"] == ("gloo" if spans else "shm"), (rank, served)
+        forced = result["forced_shm"]
+        assert "the shm transport needs every member of the group on one host" in forced, forced
+        elsewhere = [r for r in range(len(hosts_of)) if hosts_of[r] != hosts_of[rank]]
+        assert f"ranks {elsewhere} run on another host" in forced, forced
+    assert leftovers == {host: [] for host in range(len(layout))}, leftovers
+
+
+def test_classic_calls_on_a_c10d_func_group_run_hierarchically():
+    with TestHosts(2) as hosts:
+        launchers = hosts.launch(
+            "two_hosts.py", [2, 2], ["classic", "0,0,1,1"], env={"C10D_FUNC_TIMEOUT": "30"}
+        )
+        ranks, leftovers = host_results(launchers)
+    for result in rank_results(ranks).values():
+        assert result == {"failures": [], "served": ["shm+gloo"]}, result
+    assert leftovers == {0: [], 1: []}, leftovers
+
+
+def test_a_link_down_mid_job_fails_every_rank_within_the_timeout():
+    # Host 1's first rank cuts the veth inside its host; the next collective spanning hosts must
+    # fail on every rank of both hosts within C10D_FUNC_TIMEOUT, and leave no segment behind.
+    timeout = 8
+    with TestHosts(2) as hosts:
+        launchers = hosts.launch(
+            "two_hosts.py",
+            [2, 2],
+            ["link_down", "0,0,1,1"],
+            env={"C10D_FUNC_TIMEOUT": str(timeout), "C10D_FUNC_TEST_LINK": hosts.links[0][1]},
+        )
+        ranks, leftovers = host_results(launchers)
+    for rank, result in rank_results(ranks).items():
+        assert "c10d_func.all_reduce failed on group (tag='across'" in result["error"], result
+        assert result["elapsed"] < timeout + 4, f"rank {rank}: {result}"
+    assert leftovers == {0: [], 1: []}, leftovers

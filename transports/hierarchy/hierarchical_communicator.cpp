@@ -1,0 +1,313 @@
+// HierarchicalCommunicator: shared memory inside each host, Gloo between hosts; see
+// hierarchical_communicator.h.
+#include "transports/hierarchy/hierarchical_communicator.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include "transports/reduction_staging.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace c10d_func {
+namespace {
+
+// Where the chunk's members are: hosts in order of their first member, each host's members (as
+// indices in the chunk) in chunk order.
+struct Placement {
+  std::vector<std::vector<int64_t>> hosts;
+  std::vector<int64_t> host_of;      // chunk index -> host
+  std::vector<int64_t> local_index;  // chunk index -> index among its host's members
+
+  bool even() const {
+    return std::all_of(hosts.begin(), hosts.end(),
+                       [&](const auto& host) { return host.size() == hosts.front().size(); });
+  }
+};
+
+Placement place(const std::vector<std::string>& host_ids) {
+  Placement placement;
+  std::map<std::string, int64_t> host_number;
+  for (size_t m = 0; m < host_ids.size(); ++m) {
+    auto [it, added] =
+        host_number.emplace(host_ids[m], static_cast<int64_t>(placement.hosts.size()));
+    if (added) {
+      placement.hosts.emplace_back();
+    }
+    placement.host_of.push_back(it->second);
+    placement.local_index.push_back(static_cast<int64_t>(placement.hosts[it->second].size()));
+    placement.hosts[it->second].push_back(static_cast<int64_t>(m));
+  }
+  return placement;
+}
+
+// The rendezvous of the sub-group `indices` (chunk indices, in the sub-group's order) under
+// `prefix`; the caller is at `position` in it.
+Rendezvous sub_rendezvous(const Rendezvous& rendezvous, const std::string& prefix,
+                          const std::vector<int64_t>& indices, int64_t position,
+                          const std::string& what) {
+  Rendezvous sub = rendezvous;
+  sub.store = c10::make_intrusive<c10d::PrefixStore>(prefix, rendezvous.store);
+  sub.rank = position;
+  sub.size = static_cast<int64_t>(indices.size());
+  sub.members.clear();
+  for (const int64_t index : indices) {
+    sub.members.push_back(rendezvous.members.at(index));
+  }
+  sub.group = rendezvous.group + " (" + what + ")";
+  return sub;
+}
+
+void wait_for(const Completion& completion) {
+  wait_completion(completion);
+  if (completion->hasError()) {
+    std::rethrow_exception(completion->exception_ptr());
+  }
+}
+
+class HierarchicalCommunicator final : public Communicator {
+ public:
+  HierarchicalCommunicator(int64_t rank, Placement placement, std::shared_ptr<Communicator> local,
+                           std::shared_ptr<Communicator> rail, std::shared_ptr<Communicator> flat)
+      : rank_(rank),
+        placement_(std::move(placement)),
+        local_(std::move(local)),
+        rail_(std::move(rail)),
+        flat_(std::move(flat)),
+        even_(placement_.even()) {}
+
+  ~HierarchicalCommunicator() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    work_ready_.notify_all();
+    if (worker_.joinable()) {
+      if (worker_.get_id() == std::this_thread::get_id()) {
+        worker_.detach();
+      } else {
+        worker_.join();
+      }
+    }
+  }
+
+  int64_t rank() const override { return rank_; }
+  int64_t size() const override { return static_cast<int64_t>(placement_.host_of.size()); }
+  std::string backend_name() const override { return "shm+gloo"; }
+
+  Completion all_reduce(const at::Tensor& buffer, ReduceOp reduce_op) override {
+    if (buffer.numel() == 0) {
+      return completed();
+    }
+    return submit([this, buffer, reduce_op] {
+      at::AutoDispatchBelowADInplaceOrView below;
+      auto staged = stage_reduction(buffer, reduce_op, /*transport_averages_floats=*/false);
+      const at::Tensor wire = staged.wire.view(-1);
+      if (even_) {
+        reduce_scatter_reduce_gather(wire, staged.wire_op);
+      } else {
+        wait_for(local_->all_reduce(wire, staged.wire_op));
+        if (rail_) {  // the host's first member: between hosts
+          wait_for(rail_->all_reduce(wire, staged.wire_op));
+        }
+        wait_for(local_->broadcast(wire, 0));
+      }
+      staged.finish(buffer, size());
+    });
+  }
+
+  Completion all_gather(const at::Tensor& output, const at::Tensor& input) override {
+    if (!even_ || input.numel() == 0) {
+      return flat_->all_gather(output, input);
+    }
+    return submit([this, output, input] {
+      at::AutoDispatchBelowADInplaceOrView below;
+      const int64_t n = size();
+      const int64_t per_host = local_->size();
+      const int64_t block = input.numel();
+      // Inside the host, then along the rail: blocks land in (host, local index) order.
+      auto in_host = at::empty({per_host * block}, input.options());
+      wait_for(local_->all_gather(in_host, input.reshape(-1)));
+      auto everywhere = at::empty({n * block}, input.options());
+      wait_for(rail_->all_gather(everywhere, in_host));
+      auto blocks = everywhere.view({n, block});
+      auto out = output.view({n, block});
+      for (int64_t h = 0, at = 0; h < static_cast<int64_t>(placement_.hosts.size()); ++h) {
+        for (const int64_t member : placement_.hosts[h]) {
+          out[member].copy_(blocks[at++]);
+        }
+      }
+    });
+  }
+
+  Completion reduce_scatter(const at::Tensor& output, const at::Tensor& input,
+                            ReduceOp reduce_op) override {
+    if (!even_ || input.numel() == 0) {
+      return flat_->reduce_scatter(output, input, reduce_op);
+    }
+    return submit([this, output, input, reduce_op] {
+      at::AutoDispatchBelowADInplaceOrView below;
+      auto staged_out = stage_reduction(output, reduce_op, false);
+      auto staged_in = stage_reduction(input, reduce_op, false);
+      const int64_t n = size();
+      const int64_t hosts = static_cast<int64_t>(placement_.hosts.size());
+      const int64_t per_host = n / hosts;
+      const at::Tensor blocks = staged_in.wire.reshape({n, -1});
+      const int64_t block = blocks.size(1);
+      // Rows by (local index, host): local member l reduces, inside the host, the blocks of
+      // every host's member l; then the rail reduces those across hosts, host h keeping its own.
+      auto ordered = at::empty({per_host, hosts, block}, blocks.options());
+      for (int64_t h = 0; h < hosts; ++h) {
+        for (int64_t l = 0; l < per_host; ++l) {
+          ordered[l][h].copy_(blocks[placement_.hosts[h][l]]);
+        }
+      }
+      auto along_rail = at::empty({hosts * block}, blocks.options());
+      wait_for(local_->reduce_scatter(along_rail, ordered.view(-1), staged_out.wire_op));
+      wait_for(rail_->reduce_scatter(staged_out.wire.view(-1), along_rail, staged_out.wire_op));
+      staged_out.finish(output, n);
+    });
+  }
+
+  Completion all_to_all(const at::Tensor& output, const at::Tensor& input,
+                        std::vector<int64_t> output_split_sizes,
+                        std::vector<int64_t> input_split_sizes) override {
+    return flat_->all_to_all(output, input, std::move(output_split_sizes),
+                             std::move(input_split_sizes));
+  }
+  Completion broadcast(const at::Tensor& buffer, int64_t root) override {
+    return flat_->broadcast(buffer, root);
+  }
+  Completion reduce(const at::Tensor& buffer, int64_t root, ReduceOp reduce_op) override {
+    return flat_->reduce(buffer, root, reduce_op);
+  }
+  Completion gather(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
+    return flat_->gather(output, input, root);
+  }
+  Completion scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
+    return flat_->scatter(output, input, root);
+  }
+
+ private:
+  // Even hosts: each local member reduces one piece inside the host, the rail all-reduces it
+  // between hosts, and the host gathers the pieces back. `wire` is flat; padded to the pieces.
+  void reduce_scatter_reduce_gather(const at::Tensor& wire, ReduceOp op) {
+    const int64_t per_host = local_->size();
+    const int64_t piece = (wire.numel() + per_host - 1) / per_host;
+    at::Tensor padded = wire;
+    if (piece * per_host != wire.numel()) {
+      padded = at::zeros({piece * per_host}, wire.options());
+      padded.narrow(0, 0, wire.numel()).copy_(wire);
+    }
+    auto mine = at::empty({piece}, wire.options());
+    wait_for(local_->reduce_scatter(mine, padded, op));
+    wait_for(rail_->all_reduce(mine, op));
+    wait_for(local_->all_gather(padded, mine));
+    if (!padded.is_same(wire)) {
+      wire.copy_(padded.narrow(0, 0, wire.numel()));
+    }
+  }
+
+  Completion submit(std::function<void()> work) {
+    auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back({std::move(work), done});
+      if (!worker_.joinable()) {
+        worker_ = std::thread([this] { progress(); });
+      }
+    }
+    work_ready_.notify_one();
+    return done;
+  }
+
+  void progress() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (true) {
+      work_ready_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) {
+        return;
+      }
+      auto [work, done] = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        work();
+      } catch (const c10::Error& e) {
+        error = std::make_exception_ptr(std::runtime_error(e.what_without_backtrace()));
+      } catch (...) {
+        error = std::current_exception();
+      }
+      work = nullptr;  // drop the tensors it holds before anyone sees it complete
+      if (error) {
+        done->setError(error);
+      } else {
+        done->markCompleted(c10::IValue());
+      }
+      lock.lock();
+    }
+  }
+
+  int64_t rank_;
+  Placement placement_;
+  std::shared_ptr<Communicator> local_;  // this member's host
+  std::shared_ptr<Communicator> rail_;   // equal local index across hosts (uneven: first members)
+  std::shared_ptr<Communicator> flat_;   // every member, across hosts
+  bool even_;
+
+  std::mutex mutex_;
+  std::condition_variable work_ready_;
+  std::deque<std::pair<std::function<void()>, Completion>> queue_;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+}  // namespace
+
+std::shared_ptr<Communicator> make_hierarchical(const Rendezvous& rendezvous,
+                                                const std::vector<std::string>& host_ids,
+                                                const CommunicatorFactory& local,
+                                                const CommunicatorFactory& across_hosts) {
+  Placement placement = place(host_ids);
+  const bool shares_a_host = std::any_of(placement.hosts.begin(), placement.hosts.end(),
+                                         [](const auto& host) { return host.size() > 1; });
+  const int64_t me = rendezvous.rank;
+  std::vector<int64_t> everyone(placement.host_of.size());
+  for (size_t m = 0; m < everyone.size(); ++m) {
+    everyone[m] = static_cast<int64_t>(m);
+  }
+  // Every member forms in the same order: its host, its rail, then everyone.
+  std::shared_ptr<Communicator> host, rail;
+  if (shares_a_host) {
+    const int64_t h = placement.host_of[me];
+    const int64_t l = placement.local_index[me];
+    host = local(sub_rendezvous(rendezvous, "local/" + std::to_string(h) + "/", placement.hosts[h],
+                                l, "host " + std::to_string(h)));
+    std::vector<int64_t> rail_members;
+    const bool even = placement.even();
+    if (even || l == 0) {
+      for (const auto& members : placement.hosts) {
+        rail_members.push_back(members[l]);
+      }
+      const auto position = static_cast<int64_t>(
+          std::find(rail_members.begin(), rail_members.end(), me) - rail_members.begin());
+      rail = across_hosts(sub_rendezvous(rendezvous, "rail/" + std::to_string(l) + "/",
+                                         rail_members, position, "rail " + std::to_string(l)));
+    }
+  }
+  auto flat = across_hosts(sub_rendezvous(rendezvous, "flat/", everyone, me, "every member"));
+  if (!shares_a_host) {
+    return flat;
+  }
+  return std::make_shared<HierarchicalCommunicator>(me, std::move(placement), std::move(host),
+                                                    std::move(rail), std::move(flat));
+}
+
+}  // namespace c10d_func

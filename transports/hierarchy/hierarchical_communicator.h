@@ -1,0 +1,33 @@
+#pragma once
+// Hierarchical collectives for a chunk whose members span hosts: shared memory inside each host,
+// the across-hosts transport (Gloo) between hosts, so only the hops that must leave a host do.
+//
+// Even hosts (every host holds as many of the chunk's members):
+//   all_reduce     = reduce-scatter inside each host, all-reduce between the members of equal
+//                    local index (a "rail"), all-gather inside each host;
+//   reduce_scatter = reduce-scatter inside each host, then reduce-scatter along the rail;
+//   all_gather     = all-gather inside each host, then all-gather along the rail.
+// Uneven hosts (3 + 1): all_reduce reduces inside each host, all-reduces between the hosts'
+// first members, and broadcasts inside each host; all_gather and reduce_scatter run flat.
+// all_to_all, broadcast, reduce, gather and scatter run flat on the across-hosts transport over
+// every member. Each collective's steps run on one thread of the communicator in issue order,
+// so every member issues its sub-communicators' collectives in the same order.
+#include "transports/communicator.h"
+#include "transports/rendezvous.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace c10d_func {
+
+// The communicator of `rendezvous`'s chunk, whose members' host identities are `host_ids` (in
+// member order; more than one host). Forms a communicator of the member's host with `local`,
+// of its rail with `across_hosts` (where used), and of every member with `across_hosts`. A chunk
+// with no host holding two of its members gets the flat across-hosts communicator alone.
+std::shared_ptr<Communicator> make_hierarchical(const Rendezvous& rendezvous,
+                                                const std::vector<std::string>& host_ids,
+                                                const CommunicatorFactory& local,
+                                                const CommunicatorFactory& across_hosts);
+
+}  // namespace c10d_func
