@@ -173,6 +173,34 @@ Completion then_run(const Completion& upstream, const at::Tensor& written,
   return child;
 }
 
+void run_then_complete(std::function<void()>& work, const Completion& done) {
+  std::exception_ptr error;
+  try {
+    work();
+  } catch (const c10::Error& e) {
+    error = std::make_exception_ptr(std::runtime_error(e.what_without_backtrace()));
+  } catch (...) {
+    error = std::current_exception();
+  }
+  work = nullptr;
+  if (error) {
+    done->setError(error);
+  } else {
+    done->markCompleted(c10::IValue());
+  }
+}
+
+void end_progress_thread(std::thread& worker) {
+  if (!worker.joinable()) {
+    return;
+  }
+  if (worker.get_id() == std::this_thread::get_id()) {
+    worker.detach();
+  } else {
+    worker.join();
+  }
+}
+
 void Communicator::mark_failed(const std::string& reason) {
   std::lock_guard<std::mutex> lock(failure_mutex_);
   if (!failure_) {

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace c10d_func {
@@ -55,6 +56,16 @@ void run_deferred_wait(const Completion& completion);
 // Waits `completion`: runs the deferred wait behind it, if any, then blocks (CPU) or makes the
 // current stream wait (CUDA). Every wait of a Completion goes through here.
 void wait_completion(const Completion& completion);
+
+// For transports with a progress thread: runs `work`, drops it (and the tensors it holds), then
+// completes `done` with its outcome (a c10::Error becomes a plain error without its backtrace).
+// Dropping first matters: releasing a tensor that Python still references takes the GIL, which
+// a thread must not try to take once the interpreter, told the work is done, may be exiting.
+void run_then_complete(std::function<void()>& work, const Completion& done);
+
+// Ends a progress thread that was told to stop: joins it, or detaches it when the owner is being
+// destroyed on that very thread (its last task released the last reference).
+void end_progress_thread(std::thread& worker);
 
 class Communicator {
  public:

@@ -88,13 +88,7 @@ class HierarchicalCommunicator final : public Communicator {
       stop_ = true;
     }
     work_ready_.notify_all();
-    if (worker_.joinable()) {
-      if (worker_.get_id() == std::this_thread::get_id()) {
-        worker_.detach();
-      } else {
-        worker_.join();
-      }
-    }
+    end_progress_thread(worker_);
   }
 
   int64_t rank() const override { return rank_; }
@@ -237,20 +231,7 @@ class HierarchicalCommunicator final : public Communicator {
       auto [work, done] = std::move(queue_.front());
       queue_.pop_front();
       lock.unlock();
-      std::exception_ptr error;
-      try {
-        work();
-      } catch (const c10::Error& e) {
-        error = std::make_exception_ptr(std::runtime_error(e.what_without_backtrace()));
-      } catch (...) {
-        error = std::current_exception();
-      }
-      work = nullptr;  // drop the tensors it holds before anyone sees it complete
-      if (error) {
-        done->setError(error);
-      } else {
-        done->markCompleted(c10::IValue());
-      }
+      run_then_complete(work, done);
       lock.lock();
     }
   }

@@ -86,13 +86,7 @@ class ShmCommunicator final : public Communicator {
       stop_ = true;
     }
     work_ready_.notify_all();
-    if (worker_.joinable()) {
-      if (worker_.get_id() == std::this_thread::get_id()) {
-        worker_.detach();
-      } else {
-        worker_.join();
-      }
-    }
+    end_progress_thread(worker_);
   }
 
   int64_t rank() const override { return rank_; }
@@ -607,26 +601,12 @@ class ShmCommunicator final : public Communicator {
       queue_.pop_front();
       running_ = true;
       lock.unlock();
-      std::exception_ptr error;
-      try {
-        if (auto failed = failure()) {
-          TORCH_CHECK(false, "the shm communicator failed earlier: ", *failed);
-        }
-        task.work();
-      } catch (const c10::Error& e) {
-        error = std::make_exception_ptr(std::runtime_error(e.what_without_backtrace()));
-      } catch (...) {
-        error = std::current_exception();
+      if (auto failed = failure()) {
+        task.work = [reason = *failed] {
+          TORCH_CHECK(false, "the shm communicator failed earlier: ", reason);
+        };
       }
-      // Drop the tensors the work holds before anyone can see it complete: releasing a tensor
-      // that Python still references takes the GIL, which a thread must not try to take once
-      // the interpreter, told the work is done, may be shutting down.
-      task.work = nullptr;
-      if (error) {
-        task.done->setError(error);
-      } else {
-        task.done->markCompleted(c10::IValue());
-      }
+      run_then_complete(task.work, task.done);
       lock.lock();
       running_ = false;
     }
