@@ -1,13 +1,15 @@
 """all_reduce across test hosts: c10d_func's hierarchical collectives (shared memory inside each
-host, Gloo between hosts) against c10d_func on flat Gloo, torch's functional collectives and
+host; between hosts, the hosts' first ranks over their own link up to 1 MiB, Gloo above) against c10d_func on flat Gloo, torch's functional collectives and
 classic `dist.all_reduce` (both on torch's Gloo group), in the same run, on 2 hosts x 2 ranks
 made of network namespaces joined by a veth pair (tests/python/hosts.py; needs root), once with
 the link limited to 10 Gb/s (tc tbf) and once unlimited.
 
     sudo python -m benchmarks.across_hosts [--iters 20] [--out benchmarks/results/hosts2]
 
-Each point is the median time of `iters` calls (each waited) after a warm-up, as rank 0 sees
-it; ratios are against c10d_func hierarchical. Writes results.json and results.md to --out.
+Two measures, after a warm-up, as rank 0 sees them: the median time of one call (each rank starting
+together after a barrier), and the mean time per call of `iters` calls back to back (each waited
+before the next). Ratios are against c10d_func hierarchical. Writes results.json and results.md to
+--out.
 """
 
 from __future__ import annotations
@@ -55,12 +57,14 @@ def rank_main(iters: int) -> None:
         "torch funcol (Gloo)": lambda x: torch_funcol.all_reduce(x, "sum", dist.group.WORLD).wait(),
         "dist.all_reduce (Gloo)": lambda x: dist.all_reduce(x),
     }
-    results: dict[str, dict[str, float]] = {}
+    single: dict[str, dict[str, float]] = {}
+    back_to_back: dict[str, dict[str, float]] = {}
     for size in SIZES:
         x = torch.ones(max(size // 4, 2))
         for name, call in calls.items():
             for _ in range(3):
                 call(x.clone())
+            # One call at a time, every rank starting together after a barrier.
             times = []
             for _ in range(iters):
                 y = x.clone()
@@ -68,10 +72,21 @@ def rank_main(iters: int) -> None:
                 start = time.perf_counter()
                 call(y)
                 times.append(time.perf_counter() - start)
-            results.setdefault(str(size), {})[name] = statistics.median(times) * 1e6
+            single.setdefault(str(size), {})[name] = statistics.median(times) * 1e6
+            # Calls back to back, each waited before the next (a training step's many small
+            # all_reduces): the mean over `iters` calls.
+            ys = [x.clone() for _ in range(iters)]
+            dist.barrier()
+            start = time.perf_counter()
+            for y in ys:
+                call(y)
+            back_to_back.setdefault(str(size), {})[name] = (
+                (time.perf_counter() - start) / iters * 1e6
+            )
     served = [g["backend"] for g in c10d_func.groups() if g["tag"] == "hier"]
     if rank == 0:
-        print("RESULT " + json.dumps({"us": results, "hierarchical_backend": served}), flush=True)
+        result = {"us": single, "back_to_back_us": back_to_back, "hierarchical_backend": served}
+        print("RESULT " + json.dumps(result), flush=True)
     c10d_func.shutdown()
     dist.destroy_process_group()
 
@@ -83,23 +98,34 @@ def human(size: int) -> str:
     return f"{size} B"
 
 
+MEASURES = {
+    "us": "median µs of one all_reduce, the ranks starting together after a barrier",
+    "back_to_back_us": "mean µs per all_reduce over calls back to back, each waited",
+}
+
+
 def table(runs: dict[str, dict]) -> str:
     lines = []
     for link, result in runs.items():
-        lines.append(
-            f"\n**{link}** (median µs per all_reduce, 2 hosts x 2 ranks; ratio = time / "
-            "c10d_func hierarchical)\n"
-        )
-        lines.append("| size | " + " | ".join(IMPLS) + " |")
-        lines.append("|---|" + "---|" * len(IMPLS))
-        for size in SIZES:
-            row = result["us"][str(size)]
-            base = row[IMPLS[0]]
-            cells = [f"{row[IMPLS[0]]:.0f}"] + [
-                f"{row[name]:.0f} ({row[name] / base:.2f}x)" for name in IMPLS[1:]
-            ]
-            lines.append(f"| {human(size)} | " + " | ".join(cells) + " |")
+        for measure, what in MEASURES.items():
+            lines.extend(rows(f"{link}: {what}", result[measure]))
     return "\n".join(lines) + "\n"
+
+
+def rows(title: str, result: dict[str, dict[str, float]]) -> list[str]:
+    lines = [
+        f"\n**{title}** (2 hosts x 2 ranks; ratio = time / c10d_func hierarchical)\n",
+        "| size | " + " | ".join(IMPLS) + " |",
+        "|---|" + "---|" * len(IMPLS),
+    ]
+    for size in SIZES:
+        row = result[str(size)]
+        base = row[IMPLS[0]]
+        cells = [f"{row[IMPLS[0]]:.0f}"] + [
+            f"{row[name]:.0f} ({row[name] / base:.2f}x)" for name in IMPLS[1:]
+        ]
+        lines.append(f"| {human(size)} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def main() -> None:

@@ -202,11 +202,15 @@ void end_progress_thread(std::thread& worker) {
 }
 
 void Communicator::mark_failed(const std::string& reason) {
-  std::lock_guard<std::mutex> lock(failure_mutex_);
-  if (!failure_) {
+  {
+    std::lock_guard<std::mutex> lock(failure_mutex_);
+    if (failure_) {
+      return;
+    }
     failure_ = reason;
     failed_.store(true, std::memory_order_release);
   }
+  on_failed(reason);
 }
 
 std::optional<std::string> Communicator::failure() const {

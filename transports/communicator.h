@@ -138,10 +138,16 @@ class Communicator {
   virtual std::shared_ptr<Communicator> split(int64_t color, int64_t key) { return nullptr; }
 
   // A collective that failed leaves the members out of step; later calls must not reuse it.
+  // The first failure is also told to on_failed.
   void mark_failed(const std::string& reason);
   std::optional<std::string> failure() const;
   // failure().has_value() without a lock: the per-call check.
   bool failed() const { return failed_.load(std::memory_order_acquire); }
+
+ protected:
+  // The communicator has just failed (once): a transport may tell the members it shares memory
+  // with, so that they fail now instead of at their timeout.
+  virtual void on_failed(const std::string& reason) {}
 
  private:
   mutable std::mutex failure_mutex_;

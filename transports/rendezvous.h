@@ -32,6 +32,10 @@ struct Rendezvous {
   // When forming must be done: the timeout from the first call. Successive waits of a formation
   // share it (remaining()), so a formation fails within the timeout, not a multiple of it.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // Every collective of this communicator is issued by one thread that waits for each before
+  // issuing the next, in the same order on every member (a composite communicator's worker, as
+  // the hierarchy's): the transport may run each inside the call, with no hand-off to a thread.
+  bool one_ordered_caller = false;
 
   std::chrono::milliseconds remaining() const {
     if (deadline == std::chrono::steady_clock::time_point::max()) {

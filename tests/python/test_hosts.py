@@ -9,7 +9,9 @@ resolve nowhere), or on Gloo alone where no host holds two of their members; shm
 across hosts is refused, naming the ranks elsewhere. Every op is checked against the reference,
 and every reduction and dtype of the hierarchical paths at odd sizes and 1 MiB, in member orders
 that follow and that alternate hosts, on even (2 + 2) and uneven (3 + 1) hosts; nothing is left
-in either host's /dev/shm. A link cut mid-job fails every rank within C10D_FUNC_TIMEOUT.
+in either host's /dev/shm. A link cut mid-job fails every rank within C10D_FUNC_TIMEOUT; a host
+whose ranks are killed fails the survivors at once. Either way the error names the missing ranks
+(a roll call in the store), and nothing is left in /dev/shm.
 
 Needs root (CI runs as root); skipped, with the reason, elsewhere.
 """
@@ -94,5 +96,48 @@ def test_a_link_down_mid_job_fails_every_rank_within_the_timeout():
         ranks, leftovers = host_results(launchers)
     for rank, result in rank_results(ranks).items():
         assert "c10d_func.all_reduce failed on group (tag='across'" in result["error"], result
+        # Host 0 holds the store: it names who did not answer; host 1 cannot reach the store,
+        # and names who is out of reach.
+        missing = (
+            "ranks [2, 3] did not answer a roll call"
+            if rank < 2
+            else "ranks [0, 1] on other hosts are unreachable from here"
+        )
+        assert missing in result["error"], f"rank {rank}: {result}"
         assert result["elapsed"] < timeout + 4, f"rank {rank}: {result}"
+    assert leftovers == {0: [], 1: []}, leftovers
+
+
+@pytest.mark.parametrize(
+    "numel", [1 << 24, 8], ids=["64MiB_in_flight", "small_through_the_first_ranks"]
+)
+def test_a_host_killed_fails_the_survivors_at_once_naming_the_missing(numel):
+    # Host 1's ranks die together (SIGKILL): with a 64 MiB all_reduce in flight, or before a
+    # small one that host 0's first rank takes between hosts while its second waits in shared
+    # memory. Host 0's ranks raise, naming ranks 2 and 3, well before the timeout: a dead peer
+    # is seen at once (the connection resets; the first rank tells the second through shared
+    # memory). No segment is left on either host.
+    timeout = 30
+    with TestHosts(2) as hosts:
+        launchers = hosts.launch(
+            "two_hosts.py",
+            [2, 2],
+            ["host_killed", "0,0,1,1", str(numel)],
+            env={"C10D_FUNC_TIMEOUT": str(timeout)},
+        )
+        ranks, leftovers = host_results(launchers)
+    assert [ranks[r][0] for r in (2, 3)] == [-9, -9], ranks
+    survivors = rank_results({r: ranks[r] for r in (0, 1)})
+    for rank, result in survivors.items():
+        assert "c10d_func.all_reduce failed on group (tag='across'" in result["error"], result
+        assert "ranks [2, 3] did not answer a roll call" in result["error"], (
+            f"rank {rank}: {result}"
+        )
+        assert result["elapsed"] < timeout / 2, f"rank {rank}: {result}"
+    if numel < 1 << 20:  # between hosts on the first ranks' link; the second rank told by the first
+        seen = "rank 2 (its host's first rank) closed the connection (it exited)"
+        assert f"between hosts (the leaders' link): {seen}" in survivors[0]["error"], survivors
+        assert (
+            f"rank 0 failed: between hosts (the leaders' link): {seen}" in (survivors[1]["error"])
+        ), survivors
     assert leftovers == {0: [], 1: []}, leftovers

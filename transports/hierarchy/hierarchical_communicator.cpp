@@ -5,7 +5,9 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include "transports/hierarchy/leader_link.h"
 #include "transports/reduction_staging.h"
+#include "transports/roll_call.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -13,10 +15,16 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <stdexcept>
 #include <thread>
 
 namespace c10d_func {
 namespace {
+
+// all_reduce up to this size goes through the hosts' leaders (reduce_through_leaders) on even
+// hosts too, and between the leaders over their own link (leader_link.h) where it is formed.
+constexpr int64_t kLeadersOnlyBytes = int64_t{1} << 20;
 
 // Where the chunk's members are: hosts in order of their first member, each host's members (as
 // indices in the chunk) in chunk order.
@@ -73,14 +81,24 @@ void wait_for(const Completion& completion) {
 
 class HierarchicalCommunicator final : public Communicator {
  public:
-  HierarchicalCommunicator(int64_t rank, Placement placement, std::shared_ptr<Communicator> local,
-                           std::shared_ptr<Communicator> rail, std::shared_ptr<Communicator> flat)
-      : rank_(rank),
+  HierarchicalCommunicator(const Rendezvous& rendezvous, Placement placement,
+                           std::shared_ptr<Communicator> local, std::shared_ptr<Communicator> rail,
+                           std::shared_ptr<Communicator> flat,
+                           std::unique_ptr<LeaderLink> leader_link)
+      : rank_(rendezvous.rank),
+        rendezvous_(rendezvous),
         placement_(std::move(placement)),
         local_(std::move(local)),
         rail_(std::move(rail)),
         flat_(std::move(flat)),
-        even_(placement_.even()) {}
+        leader_link_(std::move(leader_link)),
+        even_(placement_.even()) {
+    for (size_t m = 0; m < placement_.host_of.size(); ++m) {
+      if (placement_.host_of[m] != placement_.host_of[rank_]) {
+        elsewhere_.push_back(rendezvous_.members.at(m));
+      }
+    }
+  }
 
   ~HierarchicalCommunicator() override {
     {
@@ -103,14 +121,10 @@ class HierarchicalCommunicator final : public Communicator {
       at::AutoDispatchBelowADInplaceOrView below;
       auto staged = stage_reduction(buffer, reduce_op, /*transport_averages_floats=*/false);
       const at::Tensor wire = staged.wire.view(-1);
-      if (even_) {
+      if (even_ && wire.numel() * wire.element_size() > kLeadersOnlyBytes) {
         reduce_scatter_reduce_gather(wire, staged.wire_op);
       } else {
-        wait_for(local_->all_reduce(wire, staged.wire_op));
-        if (rail_) {  // the host's first member: between hosts
-          wait_for(rail_->all_reduce(wire, staged.wire_op));
-        }
-        wait_for(local_->broadcast(wire, 0));
+        reduce_through_leaders(wire, staged.wire_op);
       }
       staged.finish(buffer, size());
     });
@@ -118,7 +132,7 @@ class HierarchicalCommunicator final : public Communicator {
 
   Completion all_gather(const at::Tensor& output, const at::Tensor& input) override {
     if (!even_ || input.numel() == 0) {
-      return flat_->all_gather(output, input);
+      return watched(flat_->all_gather(output, input));
     }
     return submit([this, output, input] {
       at::AutoDispatchBelowADInplaceOrView below;
@@ -143,7 +157,7 @@ class HierarchicalCommunicator final : public Communicator {
   Completion reduce_scatter(const at::Tensor& output, const at::Tensor& input,
                             ReduceOp reduce_op) override {
     if (!even_ || input.numel() == 0) {
-      return flat_->reduce_scatter(output, input, reduce_op);
+      return watched(flat_->reduce_scatter(output, input, reduce_op));
     }
     return submit([this, output, input, reduce_op] {
       at::AutoDispatchBelowADInplaceOrView below;
@@ -172,23 +186,39 @@ class HierarchicalCommunicator final : public Communicator {
   Completion all_to_all(const at::Tensor& output, const at::Tensor& input,
                         std::vector<int64_t> output_split_sizes,
                         std::vector<int64_t> input_split_sizes) override {
-    return flat_->all_to_all(output, input, std::move(output_split_sizes),
-                             std::move(input_split_sizes));
+    return watched(flat_->all_to_all(output, input, std::move(output_split_sizes),
+                                     std::move(input_split_sizes)));
   }
   Completion broadcast(const at::Tensor& buffer, int64_t root) override {
-    return flat_->broadcast(buffer, root);
+    return watched(flat_->broadcast(buffer, root));
   }
   Completion reduce(const at::Tensor& buffer, int64_t root, ReduceOp reduce_op) override {
-    return flat_->reduce(buffer, root, reduce_op);
+    return watched(flat_->reduce(buffer, root, reduce_op));
   }
   Completion gather(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
-    return flat_->gather(output, input, root);
+    return watched(flat_->gather(output, input, root));
   }
   Completion scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
-    return flat_->scatter(output, input, root);
+    return watched(flat_->scatter(output, input, root));
   }
 
  private:
+  // Every host reduces into its first member (the leader), the leaders all-reduce between hosts,
+  // and each leader broadcasts inside its host: one message between hosts per host instead of
+  // one per member, in fewer steps. Serves uneven hosts, and small messages on even ones, where
+  // the number of steps and of processes on the network costs more than the bytes.
+  void reduce_through_leaders(const at::Tensor& wire, ReduceOp op) {
+    wait_for(local_->all_reduce(wire, op));
+    if (local_->rank() == 0) {  // rail 0 joins the hosts' leaders
+      if (leader_link_ && wire.numel() * wire.element_size() <= kLeadersOnlyBytes) {
+        leader_link_->all_reduce(wire, op);
+      } else {
+        wait_for(rail_->all_reduce(wire, op));
+      }
+    }
+    wait_for(local_->broadcast(wire, 0));
+  }
+
   // Even hosts: each local member reduces one piece inside the host, the rail all-reduces it
   // between hosts, and the host gathers the pieces back. `wire` is flat; padded to the pieces.
   void reduce_scatter_reduce_gather(const at::Tensor& wire, ReduceOp op) {
@@ -208,8 +238,57 @@ class HierarchicalCommunicator final : public Communicator {
     }
   }
 
-  Completion submit(std::function<void()> work) {
+  // The first failure of any step fails the whole communicator (its members are out of step)
+  // and, through the host's shared memory, the members of this host waiting on this one; then
+  // a roll call names the members that are gone. Returns the error to raise.
+  std::string fail_naming_the_missing(const std::string& why) {
+    mark_failed(why);
+    bool first = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      first = !rolled_;
+      rolled_ = true;
+    }
+    if (!first) {
+      return why;
+    }
+    const auto bound = roll_call_bound(rendezvous_.timeout);
+    const RollCall roll = call_the_roll(rendezvous_, "failure", bound);
+    return why + "; " + describe(roll, bound, elsewhere_);
+  }
+
+  // A flat collective's completion, failing with the roll call's findings.
+  Completion watched(const Completion& upstream) {
     auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
+    upstream->addCallback([this, done](c10::ivalue::Future& finished) {
+      if (finished.hasError()) {
+        const std::string why = fail_naming_the_missing(finished.tryRetrieveErrorMessage());
+        done->setError(std::make_exception_ptr(std::runtime_error(why)));
+      } else {
+        done->markCompleted();
+      }
+    });
+    return done;
+  }
+
+  Completion submit(std::function<void()> steps) {
+    auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
+    std::function<void()> work = [this, steps = std::move(steps)] {
+      if (auto earlier = failure()) {
+        TORCH_CHECK(false, "the hierarchical communicator failed earlier: ", *earlier);
+      }
+      std::optional<std::string> why;
+      try {
+        steps();
+      } catch (const c10::Error& error) {
+        why = error.what_without_backtrace();
+      } catch (const std::exception& error) {
+        why = error.what();
+      }
+      if (why) {
+        TORCH_CHECK(false, fail_naming_the_missing(*why));
+      }
+    };
     {
       std::lock_guard<std::mutex> lock(mutex_);
       queue_.push_back({std::move(work), done});
@@ -236,17 +315,24 @@ class HierarchicalCommunicator final : public Communicator {
     }
   }
 
+  // Failing tells this host's members (waiting on this one in shared memory) at once.
+  void on_failed(const std::string& reason) override { local_->mark_failed(reason); }
+
   int64_t rank_;
+  Rendezvous rendezvous_;  // the chunk's: its store holds the roll call
   Placement placement_;
   std::shared_ptr<Communicator> local_;  // this member's host
   std::shared_ptr<Communicator> rail_;   // equal local index across hosts (uneven: first members)
   std::shared_ptr<Communicator> flat_;   // every member, across hosts
+  std::unique_ptr<LeaderLink> leader_link_;  // the hosts' leaders only; used by the worker thread
   bool even_;
+  std::vector<int64_t> elsewhere_;  // global ranks on other hosts, for messages
 
   std::mutex mutex_;
   std::condition_variable work_ready_;
   std::deque<std::pair<std::function<void()>, Completion>> queue_;
   bool stop_ = false;
+  bool rolled_ = false;  // the roll call runs once, at the first failure
   std::thread worker_;
 };
 
@@ -269,8 +355,10 @@ std::shared_ptr<Communicator> make_hierarchical(const Rendezvous& rendezvous,
   if (shares_a_host) {
     const int64_t h = placement.host_of[me];
     const int64_t l = placement.local_index[me];
-    host = local(sub_rendezvous(rendezvous, "local/" + std::to_string(h) + "/", placement.hosts[h],
-                                l, "host " + std::to_string(h)));
+    Rendezvous in_host = sub_rendezvous(rendezvous, "local/" + std::to_string(h) + "/",
+                                        placement.hosts[h], l, "host " + std::to_string(h));
+    in_host.one_ordered_caller = true;  // only the worker thread issues, waiting each in turn
+    host = local(in_host);
     std::vector<int64_t> rail_members;
     const bool even = placement.even();
     if (even || l == 0) {
@@ -287,8 +375,18 @@ std::shared_ptr<Communicator> make_hierarchical(const Rendezvous& rendezvous,
   if (!shares_a_host) {
     return flat;
   }
-  return std::make_shared<HierarchicalCommunicator>(me, std::move(placement), std::move(host),
-                                                    std::move(rail), std::move(flat));
+  std::unique_ptr<LeaderLink> leader_link;
+  if (placement.local_index[me] == 0) {
+    std::vector<int64_t> leaders;
+    for (const auto& members : placement.hosts) {
+      leaders.push_back(members.front());
+    }
+    leader_link = LeaderLink::connect(sub_rendezvous(
+        rendezvous, "leaders/", leaders, placement.host_of[me], "the hosts' first members"));
+  }
+  return std::make_shared<HierarchicalCommunicator>(rendezvous, std::move(placement),
+                                                    std::move(host), std::move(rail),
+                                                    std::move(flat), std::move(leader_link));
 }
 
 }  // namespace c10d_func

@@ -2,16 +2,24 @@
 // Hierarchical collectives for a chunk whose members span hosts: shared memory inside each host,
 // the across-hosts transport (Gloo) between hosts, so only the hops that must leave a host do.
 //
-// Even hosts (every host holds as many of the chunk's members):
+// all_reduce up to 1 MiB, and at any size on uneven hosts (3 + 1): all-reduce inside each host,
+//   all-reduce between the hosts' first members ("leaders": over their own TCP link up to 1 MiB,
+//   leader_link.h; the rail of local index 0 above), broadcast inside each host. Small messages
+//   cost steps and hand-offs, not bytes: one message per host crosses the network, in one round.
+// Even hosts (every host holds as many of the chunk's members), above 1 MiB:
 //   all_reduce     = reduce-scatter inside each host, all-reduce between the members of equal
 //                    local index (a "rail"), all-gather inside each host;
+// and at every size:
 //   reduce_scatter = reduce-scatter inside each host, then reduce-scatter along the rail;
 //   all_gather     = all-gather inside each host, then all-gather along the rail.
-// Uneven hosts (3 + 1): all_reduce reduces inside each host, all-reduces between the hosts'
-// first members, and broadcasts inside each host; all_gather and reduce_scatter run flat.
-// all_to_all, broadcast, reduce, gather and scatter run flat on the across-hosts transport over
-// every member. Each collective's steps run on one thread of the communicator in issue order,
-// so every member issues its sub-communicators' collectives in the same order.
+// Uneven hosts: all_gather and reduce_scatter run flat. all_to_all, broadcast, reduce, gather
+// and scatter run flat on the across-hosts transport over every member. Each collective's steps
+// run on one thread of the communicator in issue order, so every member issues its
+// sub-communicators' collectives in the same order; that thread runs the host's shm steps itself.
+//
+// Failures: the first failure of any step fails the communicator, and tells the members of this
+// host waiting on this one through shared memory (so they fail at once, not at their timeout);
+// then a roll call in the store (roll_call.h) names the members that are gone.
 #include "transports/communicator.h"
 #include "transports/rendezvous.h"
 

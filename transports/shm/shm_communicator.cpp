@@ -69,6 +69,7 @@ class ShmCommunicator final : public Communicator {
       : segment_(std::make_shared<SharedSegment>(std::move(segment))),
         rank_(rendezvous.rank),
         size_(rendezvous.size),
+        one_ordered_caller_(rendezvous.one_ordered_caller),
         sync_(*this, segment_->base(), rendezvous) {
     const auto* header = reinterpret_cast<const Header*>(segment_->base());
     chunk_ = header->chunk_bytes;
@@ -548,8 +549,10 @@ class ShmCommunicator final : public Communicator {
     std::unique_lock<std::mutex> lock(mutex_);
     const uint64_t number = ++issued_;
     control(rank_).issued.store(number, std::memory_order_release);
-    const bool in_call =
-        bytes <= kInlineBytes && queue_.empty() && !running_ && peers_issued(number);
+    // One ordered caller cannot meet its peers in another order: every collective runs in the
+    // call. Otherwise a small one does, once every peer has issued it too.
+    const bool in_call = queue_.empty() && !running_ &&
+                         (one_ordered_caller_ || (bytes <= kInlineBytes && peers_issued(number)));
     return Turn{std::move(lock), op, in_call};
   }
 
@@ -612,9 +615,12 @@ class ShmCommunicator final : public Communicator {
     }
   }
 
+  void on_failed(const std::string& reason) override { sync_.publish_failure(reason); }
+
   std::shared_ptr<SharedSegment> segment_;  // shared with the pool: blocks outlive this
   int64_t rank_;
   int64_t size_;
+  bool one_ordered_caller_;  // Rendezvous::one_ordered_caller
   size_t chunk_ = 0;
   size_t region_bytes_ = 0;
   bool cross_memory_ = false;  // private tensors are reached with process_vm_readv/writev

@@ -3,6 +3,8 @@
 
 #include "transports/shm/shm_segment.h"
 
+#include <algorithm>
+#include <cstring>
 #include <thread>
 
 namespace c10d_func::shm {
@@ -86,6 +88,9 @@ void Members::wait_for(int64_t member, uint64_t step, const char* op) {
     if (reached()) {
       return;
     }
+    if (peer.failed.load(std::memory_order_acquire) != 0) {
+      fail(op, name_of(member) + " failed: " + std::string(peer.failure));
+    }
     if (member_is_dead(peer)) {
       fail(op, name_of(member) + " (pid " + std::to_string(peer.pid) +
                    ") exited during the collective");
@@ -96,6 +101,20 @@ void Members::wait_for(int64_t member, uint64_t step, const char* op) {
                    " s); it may have skipped it, called collectives in another order, or hung");
     }
   }
+}
+
+void Members::publish_failure(const std::string& why) {
+  MemberControl& me = control(rank_);
+  if (me.failed.load(std::memory_order_acquire) != 0) {
+    return;
+  }
+  const size_t length = std::min(why.size(), sizeof(me.failure) - 1);
+  std::memcpy(me.failure, why.data(), length);
+  me.failure[length] = '\0';
+  me.failed.store(1, std::memory_order_release);
+  // Wake the peers asleep on this member's word: they find `failed` set.
+  me.wake.fetch_add(1, std::memory_order_seq_cst);
+  futex_wake_all(me.wake);
 }
 
 void Members::fail(const char* op, const std::string& why) {

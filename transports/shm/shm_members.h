@@ -42,6 +42,8 @@ class Members {
   // Fails the collective on this member (and the communicator for later calls). Worded as
   // pending_work words a failure seen at a wait, since a small collective fails inside the call.
   [[noreturn]] void fail(const char* op, const std::string& why);
+  // Tells the peers that this member's communicator failed (why): those waiting on it fail.
+  void publish_failure(const std::string& why);
   // "rank 3": a member by its global rank, for messages.
   std::string name_of(int64_t member) const;
 

@@ -46,6 +46,10 @@ struct alignas(64) MemberControl {
   std::atomic<int64_t> exposed_output{-1};
   std::atomic<uint64_t> input_address{0};
   std::atomic<uint64_t> output_address{0};
+  // Set once this member's communicator failed, after `failure` (its reason, cut to fit): peers
+  // waiting on this member fail at once, with the reason, instead of at their timeout.
+  std::atomic<uint32_t> failed{0};
+  char failure[512] = {};
   int32_t pid = 0;
   uint64_t pid_ns = 0;
   uint64_t probe_address = 0;  // a word peers read once to learn whether cross-memory attach works

@@ -1,11 +1,14 @@
 """A rank on a test host (tests/python/hosts.py, test_hosts.py): collectives in a world whose
 hosts are real network namespaces, with c10d_func's own env:// world (MASTER_ADDR on host 0).
 
-    two_hosts.py every_op HOSTS   HOSTS: each rank's host index, comma-separated ("0,0,1,1")
+    two_hosts.py SCENARIO HOSTS [NUMEL]   HOSTS: each rank's host index ("0,0,1,1")
 
 every_op: every API collective on groups inside one host, across hosts, and a partition with
 both kinds of chunk in one call, each checked against the reference; then which transport
-served each group, from c10d_func.groups(). Prints one line "RESULT <json>".
+served each group, from c10d_func.groups(). classic: dist.* on a c10d_func group. link_down:
+the veth is cut before a collective. host_killed NUMEL: host 1's ranks are killed, with a
+NUMEL-element all_reduce in flight or before a small one. Prints one line "RESULT <json>"
+(a killed rank prints nothing).
 """
 
 from __future__ import annotations
@@ -147,12 +150,57 @@ def link_down(rank: int, hosts: list[int]) -> dict[str, object]:
     return {"error": error, "elapsed": time.monotonic() - start}
 
 
+def host_killed(rank: int, hosts: list[int], numel: int) -> dict[str, object]:
+    """Host 1's ranks are SIGKILLed together, as when a host dies. Large: they issue a 64 MiB
+    all_reduce spanning hosts and die with it in flight. Small: they die between collectives and
+    host 0's ranks then issue a small all_reduce (it runs through the hosts' first ranks, so host
+    0's second rank learns of the failure from its first, in shared memory). Host 0's ranks must
+    raise, naming the ranks that are gone."""
+    import signal
+    import time
+
+    world = list(range(len(hosts)))
+    doomed = [r for r, h in enumerate(hosts) if h == 1]
+    x = torch.ones(numel)
+    funcol.all_reduce(x, "sum", world, "across").wait()
+    # Host 1's first rank learns its host's pids, to kill them all at once.
+    pids = funcol.all_gather_tensor(torch.tensor([os.getpid()]), 0, world, "across").wait()
+
+    def die() -> None:
+        for other in doomed[1:]:
+            os.kill(int(pids[other]), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    time.sleep(0.5)  # every rank has its gather's last message before anyone dies
+    if numel < 1 << 20:
+        if rank == doomed[0]:
+            die()
+        time.sleep(0.5 if rank not in doomed else 60)
+    start = time.monotonic()
+    pending = funcol.all_reduce(x, "sum", world, "across")
+    if rank == doomed[0]:
+        time.sleep(0.005)
+        die()
+    elif rank in doomed:
+        time.sleep(60)
+    try:
+        pending.wait()
+        error = "no error"
+    except RuntimeError as failure:
+        error = str(failure).splitlines()[0]
+    return {"error": error, "elapsed": time.monotonic() - start}
+
+
 def main() -> None:
     scenario, hosts = sys.argv[1], [int(h) for h in sys.argv[2].split(",")]
     rank = int(os.environ["RANK"])
-    result = {"every_op": every_op, "link_down": link_down, "classic": classic}[scenario](
-        rank, hosts
-    )
+    scenarios = {
+        "every_op": every_op,
+        "link_down": link_down,
+        "host_killed": host_killed,
+        "classic": classic,
+    }
+    result = scenarios[scenario](rank, hosts, *map(int, sys.argv[3:]))
     funcol.shutdown()
     print("RESULT " + json.dumps(result), flush=True)
 
