@@ -108,4 +108,15 @@ std::string describe(const RollCall& roll_call, std::chrono::milliseconds bound,
   return text.str();
 }
 
+FailureRollCall::FailureRollCall(Rendezvous rendezvous, std::vector<int64_t> elsewhere)
+    : rendezvous_(std::move(rendezvous)), elsewhere_(std::move(elsewhere)) {}
+
+std::string FailureRollCall::explain(const std::string& why) {
+  if (called_.exchange(true)) {
+    return why;
+  }
+  const auto bound = roll_call_bound(rendezvous_.timeout);
+  return why + "; " + describe(call_the_roll(rendezvous_, "failure", bound), bound, elsewhere_);
+}
+
 }  // namespace c10d_func

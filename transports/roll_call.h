@@ -9,6 +9,7 @@
 // one cut off) cannot keep the caller past `bound`: the roll call then says so.
 #include "transports/rendezvous.h"
 
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -34,5 +35,21 @@ std::chrono::milliseconds roll_call_bound(std::chrono::milliseconds timeout);
 // store could not be reached.
 std::string describe(const RollCall& roll_call, std::chrono::milliseconds bound,
                      const std::vector<int64_t>& elsewhere);
+
+// A communicator's roll call at its first failure: explain() appends who is missing to the
+// first failure's reason and returns later reasons unchanged (the members are out of step by
+// then, and a second roll call would find nobody). Held by shared_ptr, so completion callbacks
+// may use it after their communicator is gone.
+class FailureRollCall {
+ public:
+  // `elsewhere`: the members on other hosts, named when the store cannot be reached.
+  FailureRollCall(Rendezvous rendezvous, std::vector<int64_t> elsewhere);
+  std::string explain(const std::string& why);
+
+ private:
+  Rendezvous rendezvous_;
+  std::vector<int64_t> elsewhere_;
+  std::atomic<bool> called_{false};
+};
 
 }  // namespace c10d_func

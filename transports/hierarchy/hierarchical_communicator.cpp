@@ -86,18 +86,19 @@ class HierarchicalCommunicator final : public Communicator {
                            std::shared_ptr<Communicator> flat,
                            std::unique_ptr<LeaderLink> leader_link)
       : rank_(rendezvous.rank),
-        rendezvous_(rendezvous),
         placement_(std::move(placement)),
         local_(std::move(local)),
         rail_(std::move(rail)),
         flat_(std::move(flat)),
         leader_link_(std::move(leader_link)),
         even_(placement_.even()) {
+    std::vector<int64_t> elsewhere;  // global ranks on other hosts, for messages
     for (size_t m = 0; m < placement_.host_of.size(); ++m) {
       if (placement_.host_of[m] != placement_.host_of[rank_]) {
-        elsewhere_.push_back(rendezvous_.members.at(m));
+        elsewhere.push_back(rendezvous.members.at(m));
       }
     }
+    roll_call_ = std::make_shared<FailureRollCall>(rendezvous, std::move(elsewhere));
   }
 
   ~HierarchicalCommunicator() override {
@@ -238,31 +239,13 @@ class HierarchicalCommunicator final : public Communicator {
     }
   }
 
-  // The first failure of any step fails the whole communicator (its members are out of step)
-  // and, through the host's shared memory, the members of this host waiting on this one; then
-  // a roll call names the members that are gone. Returns the error to raise.
-  std::string fail_naming_the_missing(const std::string& why) {
-    mark_failed(why);
-    bool first = false;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      first = !rolled_;
-      rolled_ = true;
-    }
-    if (!first) {
-      return why;
-    }
-    const auto bound = roll_call_bound(rendezvous_.timeout);
-    const RollCall roll = call_the_roll(rendezvous_, "failure", bound);
-    return why + "; " + describe(roll, bound, elsewhere_);
-  }
-
-  // A flat collective's completion, failing with the roll call's findings.
+  // A flat collective's completion, failing with the roll call's findings. The host's members
+  // learn of it when the failure is seen at a wait (pending_work marks this communicator).
   Completion watched(const Completion& upstream) {
     auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
-    upstream->addCallback([this, done](c10::ivalue::Future& finished) {
+    upstream->addCallback([roll_call = roll_call_, done](c10::ivalue::Future& finished) {
       if (finished.hasError()) {
-        const std::string why = fail_naming_the_missing(finished.tryRetrieveErrorMessage());
+        const std::string why = roll_call->explain(finished.tryRetrieveErrorMessage());
         done->setError(std::make_exception_ptr(std::runtime_error(why)));
       } else {
         done->markCompleted();
@@ -286,7 +269,10 @@ class HierarchicalCommunicator final : public Communicator {
         why = error.what();
       }
       if (why) {
-        TORCH_CHECK(false, fail_naming_the_missing(*why));
+        // The members are out of step: fail the communicator, which tells the members of this
+        // host waiting on this one at once (on_failed), then name who is missing.
+        mark_failed(*why);
+        TORCH_CHECK(false, roll_call_->explain(*why));
       }
     };
     {
@@ -319,20 +305,18 @@ class HierarchicalCommunicator final : public Communicator {
   void on_failed(const std::string& reason) override { local_->mark_failed(reason); }
 
   int64_t rank_;
-  Rendezvous rendezvous_;  // the chunk's: its store holds the roll call
   Placement placement_;
   std::shared_ptr<Communicator> local_;  // this member's host
   std::shared_ptr<Communicator> rail_;   // equal local index across hosts (uneven: first members)
   std::shared_ptr<Communicator> flat_;   // every member, across hosts
   std::unique_ptr<LeaderLink> leader_link_;  // the hosts' leaders only; used by the worker thread
   bool even_;
-  std::vector<int64_t> elsewhere_;  // global ranks on other hosts, for messages
+  std::shared_ptr<FailureRollCall> roll_call_;  // in the chunk's store
 
   std::mutex mutex_;
   std::condition_variable work_ready_;
   std::deque<std::pair<std::function<void()>, Completion>> queue_;
   bool stop_ = false;
-  bool rolled_ = false;  // the roll call runs once, at the first failure
   std::thread worker_;
 };
 
