@@ -5,7 +5,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
-#include "transports/hierarchy/leader_link.h"
+#include "transports/hierarchy/rail_link.h"
 #include "transports/reduction_staging.h"
 #include "transports/roll_call.h"
 
@@ -23,8 +23,12 @@ namespace c10d_func {
 namespace {
 
 // all_reduce up to this size goes through the hosts' leaders (reduce_through_leaders) on even
-// hosts too, and between the leaders over their own link (leader_link.h) where it is formed.
+// hosts too.
 constexpr int64_t kLeadersOnlyBytes = int64_t{1} << 20;
+// Between more than two hosts, a rail's link (each member sends its whole buffer to every other)
+// serves all_reduces up to this size; above it Gloo's ring sends fewer bytes. Between two hosts
+// the link serves every size: one exchange is what a ring would send.
+constexpr int64_t kRailLinkBytes = int64_t{1} << 20;
 
 // Where the chunk's members are: hosts in order of their first member, each host's members (as
 // indices in the chunk) in chunk order.
@@ -83,14 +87,13 @@ class HierarchicalCommunicator final : public Communicator {
  public:
   HierarchicalCommunicator(const Rendezvous& rendezvous, Placement placement,
                            std::shared_ptr<Communicator> local, std::shared_ptr<Communicator> rail,
-                           std::shared_ptr<Communicator> flat,
-                           std::unique_ptr<LeaderLink> leader_link)
+                           std::shared_ptr<Communicator> flat, std::unique_ptr<RailLink> rail_link)
       : rank_(rendezvous.rank),
         placement_(std::move(placement)),
         local_(std::move(local)),
         rail_(std::move(rail)),
         flat_(std::move(flat)),
-        leader_link_(std::move(leader_link)),
+        rail_link_(std::move(rail_link)),
         even_(placement_.even()) {
     std::vector<int64_t> elsewhere;  // global ranks on other hosts, for messages
     for (size_t m = 0; m < placement_.host_of.size(); ++m) {
@@ -113,6 +116,20 @@ class HierarchicalCommunicator final : public Communicator {
   int64_t rank() const override { return rank_; }
   int64_t size() const override { return static_cast<int64_t>(placement_.host_of.size()); }
   std::string backend_name() const override { return "shm+gloo"; }
+
+  // Outputs, snapshots and user tensors come from the host's symmetric memory, as on one host:
+  // blocks touched once and reused (no page faults), read and written in place by the host's
+  // steps.
+  at::Tensor snapshot(const at::Tensor& input) override { return local_->snapshot(input); }
+  at::Tensor new_output(at::IntArrayRef sizes, const at::TensorOptions& options) override {
+    return local_->new_output(sizes, options);
+  }
+  at::Tensor new_symmetric(at::IntArrayRef sizes, const at::TensorOptions& options) override {
+    return local_->new_symmetric(sizes, options);
+  }
+  std::vector<std::pair<std::string, int64_t>> memory_stats() const override {
+    return local_->memory_stats();
+  }
 
   Completion all_reduce(const at::Tensor& buffer, ReduceOp reduce_op) override {
     if (buffer.numel() == 0) {
@@ -211,11 +228,7 @@ class HierarchicalCommunicator final : public Communicator {
   void reduce_through_leaders(const at::Tensor& wire, ReduceOp op) {
     wait_for(local_->all_reduce(wire, op));
     if (local_->rank() == 0) {  // rail 0 joins the hosts' leaders
-      if (leader_link_ && wire.numel() * wire.element_size() <= kLeadersOnlyBytes) {
-        leader_link_->all_reduce(wire, op);
-      } else {
-        wait_for(rail_->all_reduce(wire, op));
-      }
+      all_reduce_along_rail(wire, op);
     }
     wait_for(local_->broadcast(wire, 0));
   }
@@ -227,15 +240,26 @@ class HierarchicalCommunicator final : public Communicator {
     const int64_t piece = (wire.numel() + per_host - 1) / per_host;
     at::Tensor padded = wire;
     if (piece * per_host != wire.numel()) {
-      padded = at::zeros({piece * per_host}, wire.options());
+      padded = local_->new_output({piece * per_host}, wire.options());
       padded.narrow(0, 0, wire.numel()).copy_(wire);
+      padded.narrow(0, wire.numel(), padded.numel() - wire.numel()).zero_();
     }
-    auto mine = at::empty({piece}, wire.options());
+    auto mine = local_->new_output({piece}, wire.options());
     wait_for(local_->reduce_scatter(mine, padded, op));
-    wait_for(rail_->all_reduce(mine, op));
+    all_reduce_along_rail(mine, op);
     wait_for(local_->all_gather(padded, mine));
     if (!padded.is_same(wire)) {
       wire.copy_(padded.narrow(0, 0, wire.numel()));
+    }
+  }
+
+  // Between hosts, over the rail's own link where it serves (see kRailLinkBytes), else Gloo.
+  void all_reduce_along_rail(const at::Tensor& wire, ReduceOp op) {
+    if (rail_link_ &&
+        (rail_link_->size() == 2 || wire.numel() * wire.element_size() <= kRailLinkBytes)) {
+      rail_link_->all_reduce(wire, op);
+    } else {
+      wait_for(rail_->all_reduce(wire, op));
     }
   }
 
@@ -309,7 +333,7 @@ class HierarchicalCommunicator final : public Communicator {
   std::shared_ptr<Communicator> local_;  // this member's host
   std::shared_ptr<Communicator> rail_;   // equal local index across hosts (uneven: first members)
   std::shared_ptr<Communicator> flat_;   // every member, across hosts
-  std::unique_ptr<LeaderLink> leader_link_;  // the hosts' leaders only; used by the worker thread
+  std::unique_ptr<RailLink> rail_link_;  // this member's rail's; used by the worker thread
   bool even_;
   std::shared_ptr<FailureRollCall> roll_call_;  // in the chunk's store
 
@@ -336,6 +360,7 @@ std::shared_ptr<Communicator> make_hierarchical(const Rendezvous& rendezvous,
   }
   // Every member forms in the same order: its host, its rail, then everyone.
   std::shared_ptr<Communicator> host, rail;
+  std::unique_ptr<RailLink> rail_link;
   if (shares_a_host) {
     const int64_t h = placement.host_of[me];
     const int64_t l = placement.local_index[me];
@@ -351,26 +376,22 @@ std::shared_ptr<Communicator> make_hierarchical(const Rendezvous& rendezvous,
       }
       const auto position = static_cast<int64_t>(
           std::find(rail_members.begin(), rail_members.end(), me) - rail_members.begin());
+      const std::string name = "rail " + std::to_string(l);
       rail = across_hosts(sub_rendezvous(rendezvous, "rail/" + std::to_string(l) + "/",
-                                         rail_members, position, "rail " + std::to_string(l)));
+                                         rail_members, position, name));
+      rail_link =
+          RailLink::connect(sub_rendezvous(rendezvous, "rail_link/" + std::to_string(l) + "/",
+                                           rail_members, position, name + "'s link"),
+                            name + "'s link");
     }
   }
   auto flat = across_hosts(sub_rendezvous(rendezvous, "flat/", everyone, me, "every member"));
   if (!shares_a_host) {
     return flat;
   }
-  std::unique_ptr<LeaderLink> leader_link;
-  if (placement.local_index[me] == 0) {
-    std::vector<int64_t> leaders;
-    for (const auto& members : placement.hosts) {
-      leaders.push_back(members.front());
-    }
-    leader_link = LeaderLink::connect(sub_rendezvous(
-        rendezvous, "leaders/", leaders, placement.host_of[me], "the hosts' first members"));
-  }
   return std::make_shared<HierarchicalCommunicator>(rendezvous, std::move(placement),
                                                     std::move(host), std::move(rail),
-                                                    std::move(flat), std::move(leader_link));
+                                                    std::move(flat), std::move(rail_link));
 }
 
 }  // namespace c10d_func

@@ -3,15 +3,19 @@
 // the across-hosts transport (Gloo) between hosts, so only the hops that must leave a host do.
 //
 // all_reduce up to 1 MiB, and at any size on uneven hosts (3 + 1): all-reduce inside each host,
-//   all-reduce between the hosts' first members ("leaders": over their own TCP link up to 1 MiB,
-//   leader_link.h; the rail of local index 0 above), broadcast inside each host. Small messages
-//   cost steps and hand-offs, not bytes: one message per host crosses the network, in one round.
+//   all-reduce between the hosts' first members ("leaders": rail 0), broadcast inside each host.
+//   Small messages cost steps and hand-offs, not bytes: one message per host crosses the
+//   network, in one round.
 // Even hosts (every host holds as many of the chunk's members), above 1 MiB:
 //   all_reduce     = reduce-scatter inside each host, all-reduce between the members of equal
 //                    local index (a "rail"), all-gather inside each host;
 // and at every size:
 //   reduce_scatter = reduce-scatter inside each host, then reduce-scatter along the rail;
 //   all_gather     = all-gather inside each host, then all-gather along the rail.
+// Between hosts, a rail's all-reduce runs over the rail's own TCP link (rail_link.h): one round
+// of exchange, from the thread running the collective; at every size between two hosts, up to
+// 1 MiB between more (above it, Gloo's ring sends fewer bytes). Outputs and snapshots come from
+// the host's symmetric memory (the shm communicator's pool), as on one host.
 // Uneven hosts: all_gather and reduce_scatter run flat. all_to_all, broadcast, reduce, gather
 // and scatter run flat on the across-hosts transport over every member. Each collective's steps
 // run on one thread of the communicator in issue order, so every member issues its

@@ -1,5 +1,5 @@
-// See leader_link.h.
-#include "transports/hierarchy/leader_link.h"
+// See rail_link.h.
+#include "transports/hierarchy/rail_link.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -14,10 +14,12 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -35,9 +37,14 @@ std::string error_text(int error) {
   return std::string(std::strerror(error));
 }
 
-std::string leader_key(int64_t position) {
-  return "leader_link/" + std::to_string(position);
+std::string address_key(int64_t position) {
+  return "rail_link/" + std::to_string(position);
 }
+
+// In place, reductions between two hosts are folded as the bytes arrive, in steps of this many
+// bytes: large enough that a step's kernel call costs nothing beside it, small enough that the
+// reduction runs while the rest is still on the wire.
+constexpr size_t kReduceStep = size_t{256} << 10;
 
 void set_nodelay(int fd) {
   const int one = 1;
@@ -83,11 +90,11 @@ void transfer_all(int fd, void* bytes, size_t length, bool send, Clock::time_poi
   while (length > 0) {
     pollfd ready{fd, static_cast<short>(send ? POLLOUT : POLLIN), 0};
     const int polled = ::poll(&ready, 1, milliseconds_until(deadline));
-    TORCH_CHECK(polled > 0, "c10d_func: connecting the hosts' leaders: ", peer,
+    TORCH_CHECK(polled > 0, "c10d_func: connecting the hosts across a rail: ", peer,
                 " did not answer within C10D_FUNC_TIMEOUT");
     const ssize_t moved = send ? ::send(fd, at, length, MSG_NOSIGNAL) : ::recv(fd, at, length, 0);
     TORCH_CHECK(moved > 0 || (moved < 0 && errno == EINTR),
-                "c10d_func: connecting the hosts' leaders: ", peer,
+                "c10d_func: connecting the hosts across a rail: ", peer,
                 moved == 0 ? " closed the connection" : ": " + error_text(errno));
     if (moved > 0) {
       at += moved;
@@ -103,7 +110,7 @@ int connect_to(const std::string& address, int port, Clock::time_point deadline,
   hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
   addrinfo* found = nullptr;
   TORCH_CHECK(::getaddrinfo(address.c_str(), std::to_string(port).c_str(), &hints, &found) == 0,
-              "c10d_func: connecting the hosts' leaders: bad address ", address, " of ", peer);
+              "c10d_func: connecting the hosts across a rail: bad address ", address, " of ", peer);
   std::string why;
   while (true) {
     const int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -117,8 +124,8 @@ int connect_to(const std::string& address, int port, Clock::time_point deadline,
     }
     if (Clock::now() >= deadline) {
       ::freeaddrinfo(found);
-      TORCH_CHECK(false, "c10d_func: connecting the hosts' leaders: cannot reach ", peer, " at ",
-                  address, ":", port, " within C10D_FUNC_TIMEOUT: ", why);
+      TORCH_CHECK(false, "c10d_func: connecting the hosts across a rail: cannot reach ", peer,
+                  " at ", address, ":", port, " within C10D_FUNC_TIMEOUT: ", why);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -126,21 +133,21 @@ int connect_to(const std::string& address, int port, Clock::time_point deadline,
 
 }  // namespace
 
-std::unique_ptr<LeaderLink> LeaderLink::connect(const Rendezvous& rendezvous) {
+std::unique_ptr<RailLink> RailLink::connect(const Rendezvous& rendezvous, const std::string& name) {
   const int64_t me = rendezvous.rank;
   const auto deadline = Clock::now() + rendezvous.remaining();
-  const auto name = [&](int64_t position) {
-    return "rank " + std::to_string(rendezvous.members.at(position)) + " (a host's first rank)";
+  const auto peer = [&](int64_t position) {
+    return "rank " + std::to_string(rendezvous.members.at(position)) + " (" + name + ")";
   };
   const std::optional<std::string> address = address_for_peers();
   auto [listener, port] = address ? listen_on(*address) : std::pair<int, int>{-1, 0};
   const std::string mine = listener < 0 ? "none" : *address + " " + std::to_string(port);
-  rendezvous.store->set(leader_key(me), std::vector<uint8_t>(mine.begin(), mine.end()));
+  rendezvous.store->set(address_key(me), std::vector<uint8_t>(mine.begin(), mine.end()));
   std::vector<std::string> where(rendezvous.size);
   bool everyone_listens = true;
   for (int64_t p = 0; p < rendezvous.size; ++p) {
-    rendezvous.store->wait({leader_key(p)}, rendezvous.remaining());
-    const auto value = rendezvous.store->get(leader_key(p));
+    rendezvous.store->wait({address_key(p)}, rendezvous.remaining());
+    const auto value = rendezvous.store->get(address_key(p));
     where[p] = std::string(value.begin(), value.end());
     everyone_listens = everyone_listens && where[p] != "none";
   }
@@ -158,21 +165,21 @@ std::unique_ptr<LeaderLink> LeaderLink::connect(const Rendezvous& rendezvous) {
       std::string host;
       int their_port = 0;
       parts >> host >> their_port;
-      sockets[p] = connect_to(host, their_port, deadline, name(p));
+      sockets[p] = connect_to(host, their_port, deadline, peer(p));
       int64_t position = me;
-      transfer_all(sockets[p], &position, sizeof(position), /*send=*/true, deadline, name(p));
+      transfer_all(sockets[p], &position, sizeof(position), /*send=*/true, deadline, peer(p));
     }
     for (int64_t accepted = me + 1; accepted < rendezvous.size; ++accepted) {
       pollfd ready{listener, POLLIN, 0};
       TORCH_CHECK(::poll(&ready, 1, milliseconds_until(deadline)) > 0,
-                  "c10d_func: connecting the hosts' leaders: a host's first rank of ",
+                  "c10d_func: connecting the hosts across a rail: a host's first rank of ",
                   rendezvous.group, " did not connect within C10D_FUNC_TIMEOUT");
       const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-      TORCH_CHECK(fd >= 0, "c10d_func: connecting the hosts' leaders: ", error_text(errno));
+      TORCH_CHECK(fd >= 0, "c10d_func: connecting the hosts across a rail: ", error_text(errno));
       int64_t position = -1;
       transfer_all(fd, &position, sizeof(position), /*send=*/false, deadline, "a peer");
       TORCH_CHECK(position > me && position < rendezvous.size && sockets[position] < 0,
-                  "c10d_func: connecting the hosts' leaders: unexpected peer ", position);
+                  "c10d_func: connecting the hosts across a rail: unexpected peer ", position);
       sockets[position] = fd;
     }
   } catch (...) {
@@ -191,16 +198,18 @@ std::unique_ptr<LeaderLink> LeaderLink::connect(const Rendezvous& rendezvous) {
       ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
     }
   }
-  return std::unique_ptr<LeaderLink>(new LeaderLink(rendezvous, std::move(sockets)));
+  return std::unique_ptr<RailLink>(new RailLink(rendezvous, name, std::move(sockets)));
 }
 
-LeaderLink::LeaderLink(const Rendezvous& rendezvous, std::vector<int> sockets)
+RailLink::RailLink(const Rendezvous& rendezvous, std::string name, std::vector<int> sockets)
     : position_(rendezvous.rank),
       members_(rendezvous.members),
+      name_(std::move(name)),
       sockets_(std::move(sockets)),
-      timeout_(rendezvous.timeout) {}
+      timeout_(rendezvous.timeout),
+      inbox_(sockets_.size()) {}
 
-LeaderLink::~LeaderLink() {
+RailLink::~RailLink() {
   for (const int fd : sockets_) {
     if (fd >= 0) {
       ::close(fd);
@@ -208,26 +217,79 @@ LeaderLink::~LeaderLink() {
   }
 }
 
-void LeaderLink::all_reduce(const at::Tensor& buffer, ReduceOp op) {
+void RailLink::all_reduce(const at::Tensor& buffer, ReduceOp op) {
   const size_t bytes = static_cast<size_t>(buffer.numel()) * buffer.element_size();
-  const int64_t leaders = static_cast<int64_t>(sockets_.size());
-  const Header header{++collectives_, bytes};
-  // What goes to every peer: the header, then the buffer.
-  std::vector<char> message(sizeof(Header) + bytes);
-  std::memcpy(message.data(), &header, sizeof(Header));
-  std::memcpy(message.data() + sizeof(Header), buffer.data_ptr(), bytes);
-  // What comes from each peer, and how much of it has come or gone.
-  std::vector<std::vector<char>> received(leaders);
-  std::vector<size_t> sent(leaders, 0), got(leaders, 0);
+  const size_t element = buffer.element_size();
+  char* const mine = static_cast<char*>(buffer.data_ptr());
+  if (size() == 2) {
+    // One peer: fold its bytes into the buffer as they come, once they have also been sent.
+    const int64_t peer = 1 - position_;
+    size_t folded = 0;
+    exchange(buffer, [&](size_t ready) {
+      ready -= ready % element;
+      if (ready > folded && (ready - folded >= kReduceStep || ready == bytes)) {
+        const char* theirs = inbox_[peer].data() + folded;
+        shm::reduce_into(mine + folded, {mine + folded, theirs},
+                         static_cast<int64_t>((ready - folded) / element), buffer.scalar_type(),
+                         op);
+        folded = ready;
+      }
+    });
+    return;
+  }
+  exchange(buffer, [](size_t) {});
+  // Every member reduces the same buffers in the same (host) order, into a fresh tensor.
+  std::vector<const char*> sources(sockets_.size());
+  for (size_t p = 0; p < sources.size(); ++p) {
+    sources[p] = static_cast<int64_t>(p) == position_ ? mine : inbox_[p].data();
+  }
+  at::Tensor result = at::empty_like(buffer);
+  shm::reduce_into(result.data_ptr(), std::move(sources), buffer.numel(), buffer.scalar_type(), op);
+  buffer.copy_(result);
+}
+
+void RailLink::exchange(const at::Tensor& buffer,
+                        const std::function<void(size_t)>& received_up_to) {
+  const size_t bytes = static_cast<size_t>(buffer.numel()) * buffer.element_size();
+  const int64_t members = size();
+  Header header{++collectives_, bytes};
+  char* const payload = static_cast<char*>(buffer.data_ptr());
+  // Per peer, how much of (header, payload) has gone and come; their header.
+  std::vector<size_t> sent(members, 0), got(members, 0);
+  std::vector<Header> theirs(members);
+  const size_t total = sizeof(Header) + bytes;
   int64_t open = 0;
-  for (int64_t p = 0; p < leaders; ++p) {
+  for (int64_t p = 0; p < members; ++p) {
     if (p != position_) {
-      received[p].resize(sizeof(Header) + bytes);
+      if (inbox_[p].size() < bytes) {
+        inbox_[p].resize(bytes);
+      }
       open += 2;  // a send and a receive
     }
   }
-  const auto name = [&](int64_t p) {
-    return "rank " + std::to_string(members_[p]) + " (its host's first rank)";
+  const auto name = [&](int64_t p) { return "rank " + std::to_string(members_[p]); };
+  // The header's rest, then the payload's rest, as one scatter/gather list.
+  const auto pieces = [&](size_t done, char* head, char* body, iovec(&out)[2]) {
+    int count = 0;
+    if (done < sizeof(Header)) {
+      out[count++] = {head + done, sizeof(Header) - done};
+      done = sizeof(Header);
+    }
+    if (bytes > 0) {
+      out[count++] = {body + (done - sizeof(Header)), total - done};
+    }
+    return count;
+  };
+  // Payload both sent to and received from every peer: what may be folded in place.
+  const auto settled = [&] {
+    size_t least = bytes;
+    for (int64_t p = 0; p < members; ++p) {
+      if (p != position_) {
+        least = std::min({least, sent[p] - std::min(sent[p], sizeof(Header)),
+                          got[p] - std::min(got[p], sizeof(Header))});
+      }
+    }
+    return least;
   };
   const auto deadline = Clock::now() + timeout_;
   std::vector<pollfd> ready;
@@ -235,17 +297,12 @@ void LeaderLink::all_reduce(const at::Tensor& buffer, ReduceOp op) {
   while (open > 0) {
     ready.clear();
     peer_of.clear();
-    for (int64_t p = 0; p < leaders; ++p) {
+    for (int64_t p = 0; p < members; ++p) {
       if (p == position_) {
         continue;
       }
-      short events = 0;
-      if (sent[p] < message.size()) {
-        events |= POLLOUT;
-      }
-      if (got[p] < received[p].size()) {
-        events |= POLLIN;
-      }
+      const short events =
+          static_cast<short>((sent[p] < total ? POLLOUT : 0) | (got[p] < total ? POLLIN : 0));
       if (events != 0) {
         ready.push_back({sockets_[p], events, 0});
         peer_of.push_back(p);
@@ -256,15 +313,11 @@ void LeaderLink::all_reduce(const at::Tensor& buffer, ReduceOp op) {
       continue;
     }
     if (polled == 0) {
-      std::vector<std::string> silent;
-      for (size_t i = 0; i < peer_of.size(); ++i) {
-        silent.push_back(name(peer_of[i]));
-      }
       std::ostringstream who;
-      for (size_t i = 0; i < silent.size(); ++i) {
-        who << (i ? ", " : "") << silent[i];
+      for (size_t i = 0; i < peer_of.size(); ++i) {
+        who << (i ? ", " : "") << name(peer_of[i]);
       }
-      TORCH_CHECK(false, "between hosts (the leaders' link): ", who.str(),
+      TORCH_CHECK(false, "between hosts (", name_, "): ", who.str(),
                   " did not take part in the collective within C10D_FUNC_TIMEOUT (",
                   static_cast<double>(timeout_.count()) / 1000.0, " s)");
     }
@@ -272,52 +325,49 @@ void LeaderLink::all_reduce(const at::Tensor& buffer, ReduceOp op) {
       const int64_t p = peer_of[i];
       const int fd = sockets_[p];
       if ((ready[i].revents & POLLOUT) != 0) {
-        const ssize_t moved =
-            ::send(fd, message.data() + sent[p], message.size() - sent[p], MSG_NOSIGNAL);
-        TORCH_CHECK(moved >= 0 || errno == EAGAIN || errno == EINTR,
-                    "between hosts (the leaders' link): sending to ", name(p), " failed (",
-                    error_text(errno), "): it exited or its host is unreachable");
-        if (moved > 0 && (sent[p] += static_cast<size_t>(moved)) == message.size()) {
+        iovec parts[2];
+        msghdr message{};
+        message.msg_iov = parts;
+        message.msg_iovlen = pieces(sent[p], reinterpret_cast<char*>(&header), payload, parts);
+        const ssize_t moved = ::sendmsg(fd, &message, MSG_NOSIGNAL);
+        TORCH_CHECK(moved >= 0 || errno == EAGAIN || errno == EINTR, "between hosts (", name_,
+                    "): sending to ", name(p), " failed (", error_text(errno),
+                    "): it exited or its host is unreachable");
+        if (moved > 0 && (sent[p] += static_cast<size_t>(moved)) == total) {
           --open;
         }
       }
-      if ((ready[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0 && got[p] < received[p].size()) {
-        const ssize_t moved =
-            ::recv(fd, received[p].data() + got[p], received[p].size() - got[p], 0);
-        TORCH_CHECK(moved != 0, "between hosts (the leaders' link): ", name(p),
+      if ((ready[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0 && got[p] < total) {
+        iovec parts[2];
+        msghdr message{};
+        message.msg_iov = parts;
+        message.msg_iovlen =
+            pieces(got[p], reinterpret_cast<char*>(&theirs[p]), inbox_[p].data(), parts);
+        const ssize_t moved = ::recvmsg(fd, &message, 0);
+        TORCH_CHECK(moved != 0, "between hosts (", name_, "): ", name(p),
                     " closed the connection (it exited)");
-        TORCH_CHECK(moved > 0 || errno == EAGAIN || errno == EINTR,
-                    "between hosts (the leaders' link): receiving from ", name(p), " failed (",
-                    error_text(errno), "): it exited or its host is unreachable");
+        TORCH_CHECK(moved > 0 || errno == EAGAIN || errno == EINTR, "between hosts (", name_,
+                    "): receiving from ", name(p), " failed (", error_text(errno),
+                    "): it exited or its host is unreachable");
         if (moved > 0) {
           const size_t before = got[p];
           got[p] += static_cast<size_t>(moved);
           if (before < sizeof(Header) && got[p] >= sizeof(Header)) {
-            Header theirs{};
-            std::memcpy(&theirs, received[p].data(), sizeof(Header));
-            TORCH_CHECK(theirs.collective == header.collective && theirs.bytes == header.bytes,
-                        "between hosts (the leaders' link): ", name(p), " is in collective #",
-                        theirs.collective, " of ", theirs.bytes, " bytes, ", name(position_),
-                        " in #", header.collective, " of ", header.bytes,
+            TORCH_CHECK(theirs[p].collective == header.collective && theirs[p].bytes == bytes,
+                        "between hosts (", name_, "): ", name(p), " is in collective #",
+                        theirs[p].collective, " of ", theirs[p].bytes, " bytes, ", name(position_),
+                        " in #", header.collective, " of ", bytes,
                         " bytes: the hosts called collectives in another order or with "
                         "other sizes");
           }
-          if (got[p] == received[p].size()) {
+          if (got[p] == total) {
             --open;
           }
         }
       }
     }
+    received_up_to(settled());
   }
-  // Every leader reduces the same buffers in the same (host) order, into a fresh tensor.
-  std::vector<const char*> sources(leaders);
-  for (int64_t p = 0; p < leaders; ++p) {
-    sources[p] = p == position_ ? static_cast<const char*>(buffer.data_ptr())
-                                : received[p].data() + sizeof(Header);
-  }
-  at::Tensor result = at::empty_like(buffer);
-  shm::reduce_into(result.data_ptr(), std::move(sources), buffer.numel(), buffer.scalar_type(), op);
-  buffer.copy_(result);
 }
 
 }  // namespace c10d_func

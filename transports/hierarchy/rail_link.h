@@ -1,0 +1,62 @@
+#pragma once
+// A rail's link: one TCP connection between every two members of a rail (one member per host,
+// of equal local index; rail 0 is the hosts' first members, their "leaders"), for the
+// hierarchy's all_reduces between hosts. Each member sends its buffer to every other member of
+// the rail and reduces what it receives, from the thread already running the collective, in one
+// round: a small message costs its round trips and thread hand-offs, not its bytes, and Gloo's
+// ring takes several rounds and hands each collective to a thread of its own. Between two hosts
+// one round is also what the bytes need (each side sends its buffer once, as a ring would), so
+// large messages use it too: sent from the caller's buffer, received into buffers kept across
+// collectives, and reduced in place as the bytes arrive.
+//
+// Every member reduces the hosts' buffers in host order, so all hosts hold the same bits (two
+// hosts: the one binary reduction is commutative, so in place is the same bits). Each message
+// starts with the collective's number and size: members in different collectives fail, naming
+// the peer. A peer that closes its end (its process died) or sends nothing within the timeout
+// fails the collective, naming it.
+#include <ATen/core/Tensor.h>
+
+#include "transports/reduce_op.h"
+#include "transports/rendezvous.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace c10d_func {
+
+class RailLink {
+ public:
+  // Connects the members of `rendezvous` (one per host, in host order); `name` says which rail,
+  // for messages ("rail 0's link"). Every member calls it. Returns nullptr on every member when
+  // one of them has no address its peers can reach (they then use Gloo alone).
+  static std::unique_ptr<RailLink> connect(const Rendezvous& rendezvous, const std::string& name);
+  ~RailLink();
+
+  RailLink(const RailLink&) = delete;
+  RailLink& operator=(const RailLink&) = delete;
+
+  // The number of hosts the rail joins.
+  int64_t size() const { return static_cast<int64_t>(sockets_.size()); }
+
+  // In place: `buffer` (contiguous, CPU, a dtype reduce_into takes) becomes the reduction of
+  // every member's buffer. Blocks; raises naming the peer on a failure.
+  void all_reduce(const at::Tensor& buffer, ReduceOp op);
+
+ private:
+  RailLink(const Rendezvous& rendezvous, std::string name, std::vector<int> sockets);
+  // Sends and receives until every peer has every byte, calling `received_up_to(bytes)` as the
+  // payload both sent to and received from every peer grows.
+  void exchange(const at::Tensor& buffer, const std::function<void(size_t)>& received_up_to);
+
+  int64_t position_;              // this member's index in the rail (its host's)
+  std::vector<int64_t> members_;  // the rail's global ranks, for messages
+  std::string name_;              // "rail 0's link", for messages
+  std::vector<int> sockets_;      // per member; -1 for this one
+  std::chrono::milliseconds timeout_;
+  uint64_t collectives_ = 0;
+  std::vector<std::vector<char>> inbox_;  // per member: its payload; kept across collectives
+};
+
+}  // namespace c10d_func
