@@ -1,7 +1,8 @@
 """all_reduce across test hosts: c10d_func's hierarchical collectives (shared memory inside each
 host; between hosts, each rail's own TCP link: the hosts' first ranks up to 1 MiB, every rail
-above) against c10d_func on flat Gloo, torch's functional collectives and classic `dist.all_reduce` (both on torch's Gloo group), in the same run, on 2 hosts x 2 ranks
-made of network namespaces joined by a veth pair (tests/python/hosts.py; needs root), once with
+above) against c10d_func on flat Gloo, torch's functional collectives and classic
+`dist.all_reduce` (both on torch's Gloo group), in the same run, on 2 hosts x 2 ranks made of
+network namespaces joined by a veth pair (tests/python/hosts.py; needs root), once with
 the link limited to 10 Gb/s (tc tbf) and once unlimited.
 
     sudo python -m benchmarks.across_hosts [--iters 20] [--out benchmarks/results/hosts2]
