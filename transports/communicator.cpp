@@ -11,12 +11,17 @@ namespace {
 struct DeferredWait {
   std::once_flag once;
   std::function<void()> wait;
-  Completion target;  // what `wait` completes; chained Completions follow it
+  Completion target;  // what `wait` completes (unset for a helper); chained ones follow it
+  bool completes_target = true;  // false for a helper (help_when_waited), which may not
 
   void run() {
     std::call_once(once, [this] {
       std::function<void()> to_run = std::move(wait);
       wait = nullptr;
+      if (!completes_target) {
+        to_run();
+        return;
+      }
       try {
         to_run();
         to_run = nullptr;  // drops what the wait held (a Python Work) before waiters resume
@@ -29,7 +34,8 @@ struct DeferredWait {
   }
 };
 
-// Completions with a deferred wait behind them. Rare (Python groups' future-less Works only), so
+// Completions with a deferred wait behind them: Python groups' future-less Works, and the
+// hierarchy's collectives (a few per millisecond at most, each costing far more than a lock), so
 // one table with a lock; an atomic count keeps every other wait off the lock. An entry goes when
 // its Completion is waited, or is swept once the Completion is gone (its output dropped unwaited).
 class DeferredWaits {
@@ -95,6 +101,13 @@ Completion completed_when_waited(std::function<void()> wait) {
   Completion completion = deferred->target;
   deferred_waits().add(completion, std::move(deferred));
   return completion;
+}
+
+void help_when_waited(const Completion& completion, std::function<void()> help) {
+  auto deferred = std::make_shared<DeferredWait>();
+  deferred->wait = std::move(help);
+  deferred->completes_target = false;  // and no target: the entry must not keep its key alive
+  deferred_waits().add(completion, std::move(deferred));
 }
 
 void chain_deferred_wait(const Completion& upstream, const Completion& downstream) {

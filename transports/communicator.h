@@ -45,6 +45,13 @@ Completion then_run(const Completion& upstream, const at::Tensor& written,
 // completes the Completion, or fails it with what it threw.
 Completion completed_when_waited(std::function<void()> wait);
 
+// Makes the first thread that waits `completion` (or one chained after it) run `help` before it
+// blocks. Unlike completed_when_waited, `help` need not complete it: a transport whose progress
+// thread would run the collective may let the waiter run it instead, when nothing is ahead of it
+// (the waiter would block anyway; the two hand-offs between threads cost a small collective more
+// than its bytes). `help` must not throw; its outcome is told through `completion`.
+void help_when_waited(const Completion& completion, std::function<void()> help);
+
 // Makes waiting `downstream` run the deferred wait behind `upstream`, if there is one: for a
 // Completion derived from another outside then_run/detached.
 void chain_deferred_wait(const Completion& upstream, const Completion& downstream);

@@ -3,6 +3,7 @@
 #include "transports/hierarchy/hierarchical_communicator.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "transports/hierarchy/rail_link.h"
@@ -83,6 +84,51 @@ void wait_for(const Completion& completion) {
   }
 }
 
+// The collectives' steps waiting to run, in issue order, one at a time: by the communicator's
+// worker thread, or by a thread that waits a collective that is next while nothing runs (that
+// thread would block anyway; running the steps there saves the hand-offs between threads, which
+// cost a small collective more than its bytes). Either way every member issues its
+// sub-communicators' collectives in the same order, one after the other.
+struct StepQueue {
+  std::mutex mutex;
+  std::condition_variable ready;
+  std::deque<std::pair<std::function<void()>, Completion>> tasks;
+  bool running = false;  // a task's steps are running, on the worker or a waiter
+  bool stop = false;
+
+  // The worker: runs tasks until told to stop, then drains the rest.
+  void serve() {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (true) {
+      ready.wait(lock, [&] { return !running && (stop || !tasks.empty()); });
+      if (tasks.empty()) {
+        return;
+      }
+      run_front(lock);
+    }
+  }
+
+  // A waiter: runs the task of `done` if it is next and nothing runs.
+  void run_if_next(const c10::ivalue::Future* done) {
+    std::unique_lock<std::mutex> lock(mutex);
+    if (!running && !tasks.empty() && tasks.front().second.get() == done) {
+      run_front(lock);
+      ready.notify_all();  // the worker waits for `running` to clear
+    }
+  }
+
+ private:
+  void run_front(std::unique_lock<std::mutex>& lock) {
+    auto [work, done] = std::move(tasks.front());
+    tasks.pop_front();
+    running = true;
+    lock.unlock();
+    run_then_complete(work, done);
+    lock.lock();
+    running = false;
+  }
+};
+
 class HierarchicalCommunicator final : public Communicator {
  public:
   HierarchicalCommunicator(const Rendezvous& rendezvous, Placement placement,
@@ -106,11 +152,11 @@ class HierarchicalCommunicator final : public Communicator {
 
   ~HierarchicalCommunicator() override {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
+      std::lock_guard<std::mutex> lock(queue_->mutex);
+      queue_->stop = true;
     }
-    work_ready_.notify_all();
-    end_progress_thread(worker_);
+    queue_->ready.notify_all();
+    end_progress_thread(worker_);  // it drains the queue and outlasts a waiter running a step
   }
 
   int64_t rank() const override { return rank_; }
@@ -300,29 +346,23 @@ class HierarchicalCommunicator final : public Communicator {
       }
     };
     {
-      std::lock_guard<std::mutex> lock(mutex_);
-      queue_.push_back({std::move(work), done});
+      std::lock_guard<std::mutex> lock(queue_->mutex);
+      queue_->tasks.push_back({std::move(work), done});
       if (!worker_.joinable()) {
-        worker_ = std::thread([this] { progress(); });
+        worker_ = std::thread([queue = queue_] { queue->serve(); });
       }
     }
-    work_ready_.notify_one();
+    queue_->ready.notify_one();
+    help_when_waited(done, [queue = std::weak_ptr<StepQueue>(queue_), key = done.get()] {
+      if (auto alive = queue.lock()) {
+        // The steps must not meet the waiter's Python dispatch modes, which would see the
+        // hierarchy's own tensor operations; the worker thread has none.
+        c10::impl::ExcludeDispatchKeyGuard no_python(
+            c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+        alive->run_if_next(key);
+      }
+    });
     return done;
-  }
-
-  void progress() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (true) {
-      work_ready_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) {
-        return;
-      }
-      auto [work, done] = std::move(queue_.front());
-      queue_.pop_front();
-      lock.unlock();
-      run_then_complete(work, done);
-      lock.lock();
-    }
   }
 
   // Failing tells this host's members (waiting on this one in shared memory) at once.
@@ -337,10 +377,7 @@ class HierarchicalCommunicator final : public Communicator {
   bool even_;
   std::shared_ptr<FailureRollCall> roll_call_;  // in the chunk's store
 
-  std::mutex mutex_;
-  std::condition_variable work_ready_;
-  std::deque<std::pair<std::function<void()>, Completion>> queue_;
-  bool stop_ = false;
+  std::shared_ptr<StepQueue> queue_ = std::make_shared<StepQueue>();
   std::thread worker_;
 };
 

@@ -64,7 +64,39 @@ def every_op(rank: int, hosts: list[int]) -> dict[str, object]:
     except RuntimeError as error:
         forced = str(error).splitlines()[0]
     failures += reductions_across_hosts(rank, hosts)
+    failures += opposite_orders_across_tags(rank, hosts)
     return {"failures": failures, "served": served, "forced_shm": forced}
+
+
+def opposite_orders_across_tags(rank: int, hosts: list[int]) -> list[str]:
+    """Two hierarchical communicators (tags) whose all_reduces host 0 issues in one order and the
+    other hosts in the other, each rank then waiting in the order it issued. A waiter runs a
+    collective's steps itself only when that collective is next on its communicator; the other
+    tag's steps run on that communicator's thread, so both complete on every rank (small ones
+    through the hosts' first ranks, large ones along the rails)."""
+    world = list(range(len(hosts)))
+    failures: list[str] = []
+    tags = ["order-a", "order-b"]
+    for tag in tags:  # a tag's first call forms its communicator inside the call
+        funcol.all_reduce(torch.ones(1), "sum", world, tag).wait()
+    scale = {"order-a": 1.0, "order-b": 10.0}
+    mine = tags if hosts[rank] == 0 else tags[::-1]
+    for numel in (8, (1 << 20) + 1):
+        issued = [
+            (
+                tag,
+                funcol.all_reduce(torch.full((numel,), scale[tag] * (rank + 1)), "sum", world, tag),
+            )
+            for tag in mine
+        ]
+        for tag, out in issued:
+            got = out.wait()
+            expected = torch.full((numel,), scale[tag] * sum(r + 1 for r in world))
+            if not torch.equal(got, expected):
+                failures.append(
+                    f"rank {rank} {tag} x{numel} in opposite orders: {got[:4].tolist()}"
+                )
+    return failures
 
 
 def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
