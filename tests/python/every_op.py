@@ -1,6 +1,6 @@
 """Every API collective on one group, each result checked against a reference built from the
 members' known inputs: shared by the drop-in tests (test_compat.py) and the programs that run
-ranks on test hosts (programs/two_hosts.py)."""
+ranks on test hosts (programs/on_test_hosts.py)."""
 
 from __future__ import annotations
 

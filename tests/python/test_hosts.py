@@ -42,7 +42,7 @@ def test_every_op_picks_shm_inside_a_host_and_gloo_across(layout):
     hosts_of = [host for host, count in enumerate(layout) for _ in range(count)]
     with TestHosts(len(layout)) as hosts:
         launchers = hosts.launch(
-            "two_hosts.py",
+            "on_test_hosts.py",
             layout,
             ["every_op", ",".join(map(str, hosts_of))],
             env={"C10D_FUNC_TIMEOUT": "30"},
@@ -71,10 +71,28 @@ def test_every_op_picks_shm_inside_a_host_and_gloo_across(layout):
     assert leftovers == {host: [] for host in range(len(layout))}, leftovers
 
 
+def test_three_hosts_reduce_every_dtype_through_links_and_gloo():
+    # Between more than two hosts, a rail's link sends each buffer to every other host and every
+    # member reduces in host order (the leaders' all_reduce up to 1 MiB, and the rails' pieces
+    # up to 1 MiB); larger pieces go along the rail on Gloo's ring. Host 0 forwards between the
+    # other two.
+    with TestHosts(3) as hosts:
+        launchers = hosts.launch(
+            "on_test_hosts.py",
+            [2, 2, 2],
+            ["reductions", "0,0,1,1,2,2"],
+            env={"C10D_FUNC_TIMEOUT": "60"},
+        )
+        ranks, leftovers = host_results(launchers, timeout=240)
+    for result in rank_results(ranks).values():
+        assert result == {"failures": [], "served": ["shm+gloo"]}, result
+    assert leftovers == {0: [], 1: [], 2: []}, leftovers
+
+
 def test_classic_calls_on_a_c10d_func_group_run_hierarchically():
     with TestHosts(2) as hosts:
         launchers = hosts.launch(
-            "two_hosts.py", [2, 2], ["classic", "0,0,1,1"], env={"C10D_FUNC_TIMEOUT": "30"}
+            "on_test_hosts.py", [2, 2], ["classic", "0,0,1,1"], env={"C10D_FUNC_TIMEOUT": "30"}
         )
         ranks, leftovers = host_results(launchers)
     for result in rank_results(ranks).values():
@@ -88,7 +106,7 @@ def test_a_link_down_mid_job_fails_every_rank_within_the_timeout():
     timeout = 8
     with TestHosts(2) as hosts:
         launchers = hosts.launch(
-            "two_hosts.py",
+            "on_test_hosts.py",
             [2, 2],
             ["link_down", "0,0,1,1"],
             env={"C10D_FUNC_TIMEOUT": str(timeout), "C10D_FUNC_TEST_LINK": hosts.links[0][1]},
@@ -120,7 +138,7 @@ def test_a_host_killed_fails_the_survivors_at_once_naming_the_missing(numel):
     timeout = 30
     with TestHosts(2) as hosts:
         launchers = hosts.launch(
-            "two_hosts.py",
+            "on_test_hosts.py",
             [2, 2],
             ["host_killed", "0,0,1,1", str(numel)],
             env={"C10D_FUNC_TIMEOUT": str(timeout)},

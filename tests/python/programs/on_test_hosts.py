@@ -1,11 +1,12 @@
 """A rank on a test host (tests/python/hosts.py, test_hosts.py): collectives in a world whose
 hosts are real network namespaces, with c10d_func's own env:// world (MASTER_ADDR on host 0).
 
-    two_hosts.py SCENARIO HOSTS [NUMEL]   HOSTS: each rank's host index ("0,0,1,1")
+    on_test_hosts.py SCENARIO HOSTS [NUMEL]   HOSTS: each rank's host index ("0,0,1,1")
 
 every_op: every API collective on groups inside one host, across hosts, and a partition with
 both kinds of chunk in one call, each checked against the reference; then which transport
-served each group, from c10d_func.groups(). classic: dist.* on a c10d_func group. link_down:
+served each group, from c10d_func.groups(). reductions: the hierarchical paths' every
+reduction and dtype alone (for more than two hosts), and who served them. classic: dist.* on a c10d_func group. link_down:
 the veth is cut before a collective. host_killed NUMEL: host 1's ranks are killed, with a
 NUMEL-element all_reduce in flight or before a small one. Prints one line "RESULT <json>"
 (a killed rank prints nothing).
@@ -134,6 +135,13 @@ def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
     return failures
 
 
+def reductions(rank: int, hosts: list[int]) -> dict[str, object]:
+    """reductions_across_hosts alone, and the transport that served the world."""
+    failures = reductions_across_hosts(rank, hosts)
+    served = sorted({g["backend"] for g in funcol.groups() if g["tag"] == "ordered"})
+    return {"failures": failures, "served": served}
+
+
 def classic(rank: int, hosts: list[int]) -> dict[str, object]:
     """Classic torch.distributed calls on a c10d_func group spanning the hosts."""
     import torch.distributed as dist
@@ -228,6 +236,7 @@ def main() -> None:
     rank = int(os.environ["RANK"])
     scenarios = {
         "every_op": every_op,
+        "reductions": reductions,
         "link_down": link_down,
         "host_killed": host_killed,
         "classic": classic,
