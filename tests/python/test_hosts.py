@@ -89,14 +89,22 @@ def test_three_hosts_reduce_every_dtype_through_links_and_gloo():
     assert leftovers == {0: [], 1: [], 2: []}, leftovers
 
 
-def test_classic_calls_on_a_c10d_func_group_run_hierarchically():
+@pytest.mark.parametrize(
+    "cpu_transport, served",
+    [(None, "shm+gloo"), ("gloo", "gloo")],
+    ids=["hierarchical_by_default", "flat_gloo_when_asked"],
+)
+def test_classic_calls_on_a_c10d_func_group_spanning_hosts(cpu_transport, served):
+    # Classic dist.* calls on a c10d_func group run on the same communicators as the functional
+    # ops: hierarchical by default, flat Gloo under C10D_FUNC_CPU_TRANSPORT=gloo.
+    env = {"C10D_FUNC_TIMEOUT": "30"}
+    if cpu_transport:
+        env["C10D_FUNC_CPU_TRANSPORT"] = cpu_transport
     with TestHosts(2) as hosts:
-        launchers = hosts.launch(
-            "on_test_hosts.py", [2, 2], ["classic", "0,0,1,1"], env={"C10D_FUNC_TIMEOUT": "30"}
-        )
+        launchers = hosts.launch("on_test_hosts.py", [2, 2], ["classic", "0,0,1,1"], env=env)
         ranks, leftovers = host_results(launchers)
     for result in rank_results(ranks).values():
-        assert result == {"failures": [], "served": ["shm+gloo"]}, result
+        assert result == {"failures": [], "served": [served]}, result
     assert leftovers == {0: [], 1: []}, leftovers
 
 
