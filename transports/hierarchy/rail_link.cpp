@@ -45,6 +45,9 @@ std::string address_key(int64_t position) {
 // bytes: large enough that a step's kernel call costs nothing beside it, small enough that the
 // reduction runs while the rest is still on the wire.
 constexpr size_t kReduceStep = size_t{256} << 10;
+// The most one exchange carries: a larger all_reduce between two hosts goes in windows of this
+// size, so the inbox kept across collectives stays this small whatever the message.
+constexpr size_t kWindowBytes = size_t{8} << 20;
 
 void set_nodelay(int fd) {
   const int one = 1;
@@ -201,6 +204,23 @@ std::unique_ptr<RailLink> RailLink::connect(const Rendezvous& rendezvous, const 
   return std::unique_ptr<RailLink>(new RailLink(rendezvous, name, std::move(sockets)));
 }
 
+void RailLink::fold_from_peer(const at::Tensor& window, ReduceOp op) {
+  const size_t bytes = static_cast<size_t>(window.numel()) * window.element_size();
+  const size_t element = window.element_size();
+  char* const mine = static_cast<char*>(window.data_ptr());
+  const int64_t peer = 1 - position_;
+  size_t folded = 0;
+  exchange(window, [&](size_t ready) {
+    ready -= ready % element;
+    if (ready > folded && (ready - folded >= kReduceStep || ready == bytes)) {
+      const char* theirs = inbox_[peer].data() + folded;
+      shm::reduce_into(mine + folded, {mine + folded, theirs},
+                       static_cast<int64_t>((ready - folded) / element), window.scalar_type(), op);
+      folded = ready;
+    }
+  });
+}
+
 RailLink::RailLink(const Rendezvous& rendezvous, std::string name, std::vector<int> sockets)
     : position_(rendezvous.rank),
       members_(rendezvous.members),
@@ -218,25 +238,21 @@ RailLink::~RailLink() {
 }
 
 void RailLink::all_reduce(const at::Tensor& buffer, ReduceOp op) {
-  const size_t bytes = static_cast<size_t>(buffer.numel()) * buffer.element_size();
-  const size_t element = buffer.element_size();
-  char* const mine = static_cast<char*>(buffer.data_ptr());
   if (size() == 2) {
-    // One peer: fold its bytes into the buffer as they come, once they have also been sent.
-    const int64_t peer = 1 - position_;
-    size_t folded = 0;
-    exchange(buffer, [&](size_t ready) {
-      ready -= ready % element;
-      if (ready > folded && (ready - folded >= kReduceStep || ready == bytes)) {
-        const char* theirs = inbox_[peer].data() + folded;
-        shm::reduce_into(mine + folded, {mine + folded, theirs},
-                         static_cast<int64_t>((ready - folded) / element), buffer.scalar_type(),
-                         op);
-        folded = ready;
-      }
-    });
+    // One peer: fold its bytes into the buffer as they come, once they have also been sent, a
+    // window at a time (the inbox never holds more than a window).
+    const int64_t per_window = std::max<int64_t>(kWindowBytes / buffer.element_size(), 1);
+    const at::Tensor flat = buffer.view(-1);
+    for (int64_t start = 0; start < flat.numel(); start += per_window) {
+      fold_from_peer(flat.narrow(0, start, std::min(per_window, flat.numel() - start)), op);
+    }
     return;
   }
+  const size_t bytes = static_cast<size_t>(buffer.numel()) * buffer.element_size();
+  // Between more than two hosts the hierarchy sends small messages only (kRailLinkBytes).
+  TORCH_INTERNAL_ASSERT(bytes <= kWindowBytes, "rail link: ", bytes, " bytes between ", size(),
+                        " hosts");
+  char* const mine = static_cast<char*>(buffer.data_ptr());
   exchange(buffer, [](size_t) {});
   // Every member reduces the same buffers in the same (host) order, into a fresh tensor.
   std::vector<const char*> sources(sockets_.size());

@@ -6,8 +6,9 @@
 // round: a small message costs its round trips and thread hand-offs, not its bytes, and Gloo's
 // ring takes several rounds and hands each collective to a thread of its own. Between two hosts
 // one round is also what the bytes need (each side sends its buffer once, as a ring would), so
-// large messages use it too: sent from the caller's buffer, received into buffers kept across
-// collectives, and reduced in place as the bytes arrive.
+// large messages use it too: sent from the caller's buffer in windows of at most 8 MiB,
+// received into buffers kept across collectives (a window each), and reduced in place as the
+// bytes arrive.
 //
 // Every member reduces the hosts' buffers in host order, so all hosts hold the same bits (two
 // hosts: the one binary reduction is commutative, so in place is the same bits). Each message
@@ -46,6 +47,9 @@ class RailLink {
 
  private:
   RailLink(const Rendezvous& rendezvous, std::string name, std::vector<int> sockets);
+  // Two hosts: `window` (at most kWindowBytes) becomes the reduction of both members' windows,
+  // folded in place as the peer's bytes arrive.
+  void fold_from_peer(const at::Tensor& window, ReduceOp op);
   // Sends and receives until every peer has every byte, calling `received_up_to(bytes)` as the
   // payload both sent to and received from every peer grows.
   void exchange(const at::Tensor& buffer, const std::function<void(size_t)>& received_up_to);
@@ -56,7 +60,8 @@ class RailLink {
   std::vector<int> sockets_;      // per member; -1 for this one
   std::chrono::milliseconds timeout_;
   uint64_t collectives_ = 0;
-  std::vector<std::vector<char>> inbox_;  // per member: its payload; kept across collectives
+  // Per member: its payload, kept across collectives (at most a window: rail_link.cpp).
+  std::vector<std::vector<char>> inbox_;
 };
 
 }  // namespace c10d_func

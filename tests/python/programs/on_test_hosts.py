@@ -82,7 +82,8 @@ def opposite_orders_across_tags(rank: int, hosts: list[int]) -> list[str]:
         funcol.all_reduce(torch.ones(1), "sum", world, tag).wait()
     scale = {"order-a": 1.0, "order-b": 10.0}
     mine = tags if hosts[rank] == 0 else tags[::-1]
-    for numel in (8, (1 << 20) + 1):
+    # Large: 20 MiB + 4 bytes, which spans the rails' links' 8 MiB windows with a remainder.
+    for numel in (8, (5 << 20) + 1):
         issued = [
             (
                 tag,
