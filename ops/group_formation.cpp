@@ -5,6 +5,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "ops/group_registry_impl.h"
+#include "transports/naming_the_missing.h"
 #include "transports/solo/solo_communicator.h"
 
 #include <algorithm>
@@ -177,7 +178,12 @@ std::shared_ptr<Communicator> form_communicator(std::string_view op, const Trans
   const auto arrived = [](int64_t index) { return "arrived/" + std::to_string(index); };
   rendezvous.store->set(arrived(rendezvous.rank), std::vector<uint8_t>{1});
   try {
-    return transport.factory(rendezvous);
+    auto communicator = transport.factory(rendezvous);
+    if (transport.needs_roll_call && rendezvous.device.is_cpu()) {
+      return naming_the_missing(std::move(communicator), std::make_shared<FailureRollCall>(
+                                                             rendezvous, std::vector<int64_t>{}));
+    }
+    return communicator;
   } catch (const std::exception& error) {
     std::vector<int64_t> missing;
     try {

@@ -57,6 +57,9 @@ struct Transport {
   // Chosen for this very tag (set_transport(name, device, tag=...)): then even a chunk of one
   // member runs on it instead of the local shortcut, e.g. to exercise NCCL on a single GPU.
   bool forced = false;
+  // Its own errors name no rank (Gloo's): a chunk's communicator on it is wrapped so that a
+  // failed collective names the members that are gone (naming_the_missing.h). CPU only.
+  bool needs_roll_call = false;
 };
 
 }  // namespace c10d_func

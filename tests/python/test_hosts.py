@@ -19,6 +19,7 @@ Needs root (CI runs as root); skipped, with the reason, elsewhere.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -164,4 +165,39 @@ def test_a_host_killed_fails_the_survivors_at_once_naming_the_missing(numel):
         seen = "between hosts (rail 0's link): rank 2 closed the connection (it exited)"
         assert seen in survivors[0]["error"], survivors
         assert f"rank 0 failed: {seen}" in survivors[1]["error"], survivors
+    assert leftovers == {0: [], 1: []}, leftovers
+
+
+@pytest.mark.parametrize(
+    "cpu_transport, across",
+    [(None, 1), ("gloo", 0)],
+    ids=["one_member_per_host_on_gloo", "gloo_asked_for"],
+)
+def test_a_host_killed_on_gloo_alone_names_the_missing(cpu_transport, across):
+    # Where Gloo alone carries a chunk spanning hosts (a chunk with one member per host, or
+    # C10D_FUNC_CPU_TRANSPORT=gloo), Gloo's own error names no rank: a roll call adds the ranks
+    # that are gone. Host 1's ranks die with a 64 MiB all_reduce in flight.
+    timeout = 30
+    env = {"C10D_FUNC_TIMEOUT": str(timeout)}
+    if cpu_transport:
+        env["C10D_FUNC_CPU_TRANSPORT"] = cpu_transport
+    with TestHosts(2) as hosts:
+        launchers = hosts.launch(
+            "on_test_hosts.py",
+            [2, 2],
+            ["host_killed", "0,0,1,1", str(1 << 24), str(across)],
+            env=env,
+        )
+        ranks, leftovers = host_results(launchers)
+    assert [ranks[r][0] for r in (2, 3)] == [-9, -9], ranks
+    for rank, result in rank_results({r: ranks[r] for r in (0, 1)}).items():
+        assert "c10d_func.all_reduce failed on group (tag='across'" in result["error"], result
+        assert result["elapsed"] < timeout / 2, f"rank {rank}: {result}"
+        if across:  # each survivor's partner on host 1: 0 with 2, 1 with 3
+            assert f"rank {rank + 2} did not answer a roll call" in result["error"], result
+            continue
+        # The world on Gloo: both dead ranks named. A survivor still blocked in Gloo's ring
+        # (sending to the other survivor, which failed first) may be named as well, as hung.
+        named = re.search(r"ranks (\[[0-9, ]+\]) did not answer a roll call", result["error"])
+        assert named and {2, 3} <= set(json.loads(named.group(1))), f"rank {rank}: {result}"
     assert leftovers == {0: [], 1: []}, leftovers

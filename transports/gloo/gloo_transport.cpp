@@ -50,6 +50,7 @@ std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices() {
 Transport gloo_transport(GlooMaker make) {
   Transport transport;
   transport.name = "gloo";
+  transport.needs_roll_call = true;
   transport.factory = [make = std::move(make)](const Rendezvous& rendezvous) {
     return make_backend_communicator(make(rendezvous));
   };

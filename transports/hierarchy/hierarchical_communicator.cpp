@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "transports/hierarchy/rail_link.h"
+#include "transports/naming_the_missing.h"
 #include "transports/reduction_staging.h"
 #include "transports/roll_call.h"
 
@@ -43,6 +44,17 @@ struct Placement {
                        [&](const auto& host) { return host.size() == hosts.front().size(); });
   }
 };
+
+// The global ranks of the members on other hosts than the caller, for messages.
+std::vector<int64_t> members_elsewhere(const Placement& placement, const Rendezvous& rendezvous) {
+  std::vector<int64_t> elsewhere;
+  for (size_t m = 0; m < placement.host_of.size(); ++m) {
+    if (placement.host_of[m] != placement.host_of[rendezvous.rank]) {
+      elsewhere.push_back(rendezvous.members.at(m));
+    }
+  }
+  return elsewhere;
+}
 
 Placement place(const std::vector<std::string>& host_ids) {
   Placement placement;
@@ -133,22 +145,16 @@ class HierarchicalCommunicator final : public Communicator {
  public:
   HierarchicalCommunicator(const Rendezvous& rendezvous, Placement placement,
                            std::shared_ptr<Communicator> local, std::shared_ptr<Communicator> rail,
-                           std::shared_ptr<Communicator> flat, std::unique_ptr<RailLink> rail_link)
+                           std::shared_ptr<Communicator> flat, std::unique_ptr<RailLink> rail_link,
+                           std::shared_ptr<FailureRollCall> roll_call)
       : rank_(rendezvous.rank),
         placement_(std::move(placement)),
         local_(std::move(local)),
         rail_(std::move(rail)),
         flat_(std::move(flat)),
         rail_link_(std::move(rail_link)),
-        even_(placement_.even()) {
-    std::vector<int64_t> elsewhere;  // global ranks on other hosts, for messages
-    for (size_t m = 0; m < placement_.host_of.size(); ++m) {
-      if (placement_.host_of[m] != placement_.host_of[rank_]) {
-        elsewhere.push_back(rendezvous.members.at(m));
-      }
-    }
-    roll_call_ = std::make_shared<FailureRollCall>(rendezvous, std::move(elsewhere));
-  }
+        even_(placement_.even()),
+        roll_call_(std::move(roll_call)) {}
 
   ~HierarchicalCommunicator() override {
     {
@@ -311,18 +317,7 @@ class HierarchicalCommunicator final : public Communicator {
 
   // A flat collective's completion, failing with the roll call's findings. The host's members
   // learn of it when the failure is seen at a wait (pending_work marks this communicator).
-  Completion watched(const Completion& upstream) {
-    auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
-    upstream->addCallback([roll_call = roll_call_, done](c10::ivalue::Future& finished) {
-      if (finished.hasError()) {
-        const std::string why = roll_call->explain(finished.tryRetrieveErrorMessage());
-        done->setError(std::make_exception_ptr(std::runtime_error(why)));
-      } else {
-        done->markCompleted();
-      }
-    });
-    return done;
-  }
+  Completion watched(const Completion& upstream) { return explained_by(upstream, roll_call_); }
 
   Completion submit(std::function<void()> steps) {
     auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
@@ -423,12 +418,15 @@ std::shared_ptr<Communicator> make_hierarchical(const Rendezvous& rendezvous,
     }
   }
   auto flat = across_hosts(sub_rendezvous(rendezvous, "flat/", everyone, me, "every member"));
-  if (!shares_a_host) {
-    return flat;
+  // A failure's roll call, in the chunk's store (its sub-communicators have prefixes of their own).
+  auto roll_call =
+      std::make_shared<FailureRollCall>(rendezvous, members_elsewhere(placement, rendezvous));
+  if (!shares_a_host) {  // Gloo alone, naming the members that are gone when it fails
+    return naming_the_missing(std::move(flat), std::move(roll_call));
   }
-  return std::make_shared<HierarchicalCommunicator>(rendezvous, std::move(placement),
-                                                    std::move(host), std::move(rail),
-                                                    std::move(flat), std::move(rail_link));
+  return std::make_shared<HierarchicalCommunicator>(
+      rendezvous, std::move(placement), std::move(host), std::move(rail), std::move(flat),
+      std::move(rail_link), std::move(roll_call));
 }
 
 }  // namespace c10d_func

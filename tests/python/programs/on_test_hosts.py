@@ -7,7 +7,7 @@ every_op: every API collective on groups inside one host, across hosts, and a pa
 both kinds of chunk in one call, each checked against the reference; then which transport
 served each group, from c10d_func.groups(). reductions: the hierarchical paths' every
 reduction and dtype alone (for more than two hosts), and who served them. classic: dist.* on a c10d_func group. link_down:
-the veth is cut before a collective. host_killed NUMEL: host 1's ranks are killed, with a
+the veth is cut before a collective. host_killed NUMEL [ACROSS]: host 1's ranks are killed, with a
 NUMEL-element all_reduce in flight or before a small one. Prints one line "RESULT <json>"
 (a killed rank prints nothing).
 """
@@ -191,19 +191,24 @@ def link_down(rank: int, hosts: list[int]) -> dict[str, object]:
     return {"error": error, "elapsed": time.monotonic() - start}
 
 
-def host_killed(rank: int, hosts: list[int], numel: int) -> dict[str, object]:
+def host_killed(rank: int, hosts: list[int], numel: int, across: int = 0) -> dict[str, object]:
     """Host 1's ranks are SIGKILLed together, as when a host dies. Large: they issue a 64 MiB
     all_reduce spanning hosts and die with it in flight. Small: they die between collectives and
     host 0's ranks then issue a small all_reduce (it runs through the hosts' first ranks, so host
     0's second rank learns of the failure from its first, in shared memory). Host 0's ranks must
-    raise, naming the ranks that are gone."""
+    raise, naming the ranks that are gone. `across` 1: the all_reduces run on pairs with one
+    member per host (0 with 2, 1 with 3: Gloo alone) instead of the world."""
     import signal
     import time
 
     world = list(range(len(hosts)))
+    group: object = world
+    if across:
+        half = len(world) // 2
+        group = [[r, r + half] for r in range(half)]
     doomed = [r for r, h in enumerate(hosts) if h == 1]
     x = torch.ones(numel)
-    funcol.all_reduce(x, "sum", world, "across").wait()
+    funcol.all_reduce(x, "sum", group, "across").wait()
     # Host 1's first rank learns its host's pids, to kill them all at once.
     pids = funcol.all_gather_tensor(torch.tensor([os.getpid()]), 0, world, "across").wait()
 
@@ -218,7 +223,7 @@ def host_killed(rank: int, hosts: list[int], numel: int) -> dict[str, object]:
             die()
         time.sleep(0.5 if rank not in doomed else 60)
     start = time.monotonic()
-    pending = funcol.all_reduce(x, "sum", world, "across")
+    pending = funcol.all_reduce(x, "sum", group, "across")
     if rank == doomed[0]:
         time.sleep(0.005)
         die()
