@@ -151,7 +151,7 @@ class HierarchicalCommunicator final : public Communicator {
         placement_(std::move(placement)),
         local_(std::move(local)),
         rail_(std::move(rail)),
-        flat_(std::move(flat)),
+        flat_(naming_the_missing(std::move(flat), roll_call)),
         rail_link_(std::move(rail_link)),
         even_(placement_.even()),
         roll_call_(std::move(roll_call)) {}
@@ -202,7 +202,7 @@ class HierarchicalCommunicator final : public Communicator {
 
   Completion all_gather(const at::Tensor& output, const at::Tensor& input) override {
     if (!even_ || input.numel() == 0) {
-      return watched(flat_->all_gather(output, input));
+      return flat_->all_gather(output, input);
     }
     return submit([this, output, input] {
       at::AutoDispatchBelowADInplaceOrView below;
@@ -227,7 +227,7 @@ class HierarchicalCommunicator final : public Communicator {
   Completion reduce_scatter(const at::Tensor& output, const at::Tensor& input,
                             ReduceOp reduce_op) override {
     if (!even_ || input.numel() == 0) {
-      return watched(flat_->reduce_scatter(output, input, reduce_op));
+      return flat_->reduce_scatter(output, input, reduce_op);
     }
     return submit([this, output, input, reduce_op] {
       at::AutoDispatchBelowADInplaceOrView below;
@@ -256,20 +256,20 @@ class HierarchicalCommunicator final : public Communicator {
   Completion all_to_all(const at::Tensor& output, const at::Tensor& input,
                         std::vector<int64_t> output_split_sizes,
                         std::vector<int64_t> input_split_sizes) override {
-    return watched(flat_->all_to_all(output, input, std::move(output_split_sizes),
-                                     std::move(input_split_sizes)));
+    return flat_->all_to_all(output, input, std::move(output_split_sizes),
+                             std::move(input_split_sizes));
   }
   Completion broadcast(const at::Tensor& buffer, int64_t root) override {
-    return watched(flat_->broadcast(buffer, root));
+    return flat_->broadcast(buffer, root);
   }
   Completion reduce(const at::Tensor& buffer, int64_t root, ReduceOp reduce_op) override {
-    return watched(flat_->reduce(buffer, root, reduce_op));
+    return flat_->reduce(buffer, root, reduce_op);
   }
   Completion gather(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
-    return watched(flat_->gather(output, input, root));
+    return flat_->gather(output, input, root);
   }
   Completion scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
-    return watched(flat_->scatter(output, input, root));
+    return flat_->scatter(output, input, root);
   }
 
  private:
@@ -314,10 +314,6 @@ class HierarchicalCommunicator final : public Communicator {
       wait_for(rail_->all_reduce(wire, op));
     }
   }
-
-  // A flat collective's completion, failing with the roll call's findings. The host's members
-  // learn of it when the failure is seen at a wait (pending_work marks this communicator).
-  Completion watched(const Completion& upstream) { return explained_by(upstream, roll_call_); }
 
   Completion submit(std::function<void()> steps) {
     auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
@@ -367,7 +363,7 @@ class HierarchicalCommunicator final : public Communicator {
   Placement placement_;
   std::shared_ptr<Communicator> local_;  // this member's host
   std::shared_ptr<Communicator> rail_;   // equal local index across hosts (uneven: first members)
-  std::shared_ptr<Communicator> flat_;   // every member, across hosts
+  std::shared_ptr<Communicator> flat_;   // every member, across hosts; failures name the missing
   std::unique_ptr<RailLink> rail_link_;  // this member's rail's; used by the worker thread
   bool even_;
   std::shared_ptr<FailureRollCall> roll_call_;  // in the chunk's store
