@@ -11,14 +11,15 @@ namespace {
 struct DeferredWait {
   std::once_flag once;
   std::function<void()> wait;
-  Completion target;  // what `wait` completes (unset for a helper); chained ones follow it
-  bool completes_target = true;  // false for a helper (help_when_waited), which may not
+  // What `wait` completes; chained Completions follow it. Unset for a helper
+  // (help_when_waited), which need not complete anything.
+  Completion target;
 
   void run() {
     std::call_once(once, [this] {
       std::function<void()> to_run = std::move(wait);
       wait = nullptr;
-      if (!completes_target) {
+      if (!target) {
         to_run();
         return;
       }
@@ -105,8 +106,7 @@ Completion completed_when_waited(std::function<void()> wait) {
 
 void help_when_waited(const Completion& completion, std::function<void()> help) {
   auto deferred = std::make_shared<DeferredWait>();
-  deferred->wait = std::move(help);
-  deferred->completes_target = false;  // and no target: the entry must not keep its key alive
+  deferred->wait = std::move(help);  // no target: the entry must not keep its key alive
   deferred_waits().add(completion, std::move(deferred));
 }
 

@@ -143,11 +143,11 @@ struct StepQueue {
 
 class HierarchicalCommunicator final : public Communicator {
  public:
-  HierarchicalCommunicator(const Rendezvous& rendezvous, Placement placement,
-                           std::shared_ptr<Communicator> local, std::shared_ptr<Communicator> rail,
-                           std::shared_ptr<Communicator> flat, std::unique_ptr<RailLink> rail_link,
+  HierarchicalCommunicator(int64_t rank, Placement placement, std::shared_ptr<Communicator> local,
+                           std::shared_ptr<Communicator> rail, std::shared_ptr<Communicator> flat,
+                           std::unique_ptr<RailLink> rail_link,
                            std::shared_ptr<FailureRollCall> roll_call)
-      : rank_(rendezvous.rank),
+      : rank_(rank),
         placement_(std::move(placement)),
         local_(std::move(local)),
         rail_(std::move(rail)),
@@ -420,9 +420,9 @@ std::shared_ptr<Communicator> make_hierarchical(const Rendezvous& rendezvous,
   if (!shares_a_host) {  // Gloo alone, naming the members that are gone when it fails
     return naming_the_missing(std::move(flat), std::move(roll_call));
   }
-  return std::make_shared<HierarchicalCommunicator>(
-      rendezvous, std::move(placement), std::move(host), std::move(rail), std::move(flat),
-      std::move(rail_link), std::move(roll_call));
+  return std::make_shared<HierarchicalCommunicator>(me, std::move(placement), std::move(host),
+                                                    std::move(rail), std::move(flat),
+                                                    std::move(rail_link), std::move(roll_call));
 }
 
 }  // namespace c10d_func
