@@ -4,6 +4,8 @@
 #include <ATen/ATen.h>
 #include <c10/util/accumulate.h>
 
+#include <algorithm>
+#include <cctype>
 #include <numeric>
 #include <sstream>
 
@@ -49,32 +51,57 @@ void premultiply(std::string_view op, const c10d::ReduceOp& reduce_op, const at:
   }
 }
 
+void check_reduction(std::string_view op, ReduceOp reduce_op, c10::ScalarType dtype) {
+  if (is_bitwise(reduce_op) && !c10::isIntegralType(dtype, /*includeBool=*/true)) {
+    std::string name = reduce_op_name(reduce_op);
+    std::transform(name.begin(), name.end(), name.begin(), ::toupper);  // torch's ReduceOp.BAND
+    TORCH_CHECK(false, kPrefix, op, ": Cannot use ReduceOp.", name,
+                " with non-integral dtype (got ", dtype,
+                "; bitwise reductions take integer and bool tensors)");
+  }
+  check_reduce_dtype(op, reduce_op, dtype);
+}
+
 void check_dense(std::string_view op, const at::Tensor& tensor, std::string_view argument) {
   TORCH_CHECK(tensor.defined(), kPrefix, op, ": argument '", argument, "' is an undefined tensor");
-  TORCH_CHECK(tensor.layout() == at::kStrided, kPrefix, op, ": argument '", argument,
-              "' must be a dense tensor, got layout ", tensor.layout());
-  TORCH_CHECK(tensor.is_cpu() || tensor.is_cuda(), kPrefix, op, ": argument '", argument,
-              "' must be a CPU or CUDA tensor, got ", tensor.device());
+  TORCH_CHECK(tensor.layout() == at::kStrided, kPrefix, op,
+              ": only supports dense tensors (argument '", argument, "' has layout ",
+              tensor.layout(), "; all_reduce alone takes sparse COO tensors, as on Gloo)");
+  TORCH_CHECK(tensor.is_cpu() || tensor.is_cuda(), kPrefix, op, ": unsupported device type ",
+              tensor.device().type(), " (argument '", argument,
+              "'; c10d_func serves CPU and CUDA)");
 }
 
 const at::Tensor& single(std::string_view op, const std::vector<at::Tensor>& tensors,
-                         std::string_view argument) {
-  TORCH_CHECK(tensors.size() == 1, kPrefix, op, ": argument '", argument,
-              "' must hold exactly one tensor, got ", tensors.size());
+                         std::string_view argument, std::string_view phrase) {
+  TORCH_CHECK(tensors.size() == 1, kPrefix, op, ": ", phrase, " (argument '", argument, "' holds ",
+              tensors.size(), " tensors; c10d_func, as NCCL, takes one tensor per ",
+              "call: issue one call per tensor, or the coalesced form)");
   check_dense(op, tensors[0], argument);
   return tensors[0];
 }
 
-// `tensor` must match `like` in dtype, device and element count.
+void check_root_rank(std::string_view op, int64_t root, int64_t size) {
+  TORCH_CHECK(root >= 0 && root < size, kPrefix, op, ": invalid root rank: ", root,
+              " (the group has ranks 0..", size - 1, ")");
+}
+
+void check_root_tensor(std::string_view op, int64_t root_tensor, size_t tensors) {
+  TORCH_CHECK(root_tensor >= 0 && root_tensor < static_cast<int64_t>(tensors), kPrefix, op,
+              ": invalid root tensor: ", root_tensor, " (the call passes ", tensors,
+              " tensor; rootTensor indexes it)");
+}
+
 void check_like(std::string_view op, const at::Tensor& tensor, const at::Tensor& like,
-                std::string_view argument, int64_t expected_numel) {
+                std::string_view argument, int64_t expected_numel, size_t index) {
   check_dense(op, tensor, argument);
-  TORCH_CHECK(tensor.scalar_type() == like.scalar_type(), kPrefix, op, ": argument '", argument,
-              "' has dtype ", tensor.scalar_type(), ", expected ", like.scalar_type());
-  TORCH_CHECK(tensor.device() == like.device(), kPrefix, op, ": argument '", argument, "' is on ",
-              tensor.device(), ", expected ", like.device());
-  TORCH_CHECK(tensor.numel() == expected_numel, kPrefix, op, ": argument '", argument, "' has ",
-              tensor.numel(), " elements, expected ", expected_numel);
+  TORCH_CHECK(tensor.scalar_type() == like.scalar_type() && tensor.device() == like.device(),
+              kPrefix, op, ": invalid tensor type at index ", index, " (expected ",
+              like.scalar_type(), " on ", like.device(), ", got ", tensor.scalar_type(), " on ",
+              tensor.device(), "; argument '", argument, "')");
+  TORCH_CHECK(tensor.numel() == expected_numel, kPrefix, op, ": invalid tensor size at index ",
+              index, " (expected ", expected_numel, " elements, got ", tensor.numel(),
+              "; argument '", argument, "')");
 }
 
 // A contiguous 1-D view of `tensor` when it has one, else a fresh buffer (copied from `tensor`
@@ -122,6 +149,29 @@ Completion scatter_into(const Completion& done, const at::Tensor& gathered,
       offset += target.numel();
     }
   });
+}
+
+std::vector<int64_t> row_splits(std::string_view op, std::vector<int64_t> sizes,
+                                const at::Tensor& tensor, std::string_view argument,
+                                int64_t members) {
+  const int64_t rows = tensor.dim() == 0 ? 1 : tensor.size(0);
+  if (sizes.empty()) {
+    TORCH_CHECK(rows % members == 0, kPrefix, op,
+                ": Tensor's dim 0 does not divide equally across group size (argument '", argument,
+                "' has ", rows, " rows for ", members, " ranks; pass split sizes)");
+    return std::vector<int64_t>(members, rows / members);
+  }
+  TORCH_CHECK(static_cast<int64_t>(sizes.size()) == members, kPrefix, op,
+              ": Number of tensor splits not equal to group size (argument '", argument,
+              "_split_sizes' holds ", sizes.size(), " for ", members, " ranks)");
+  for (int64_t size : sizes) {
+    TORCH_CHECK(size >= 0, kPrefix, op, ": Split sizes must be non-negative (argument '", argument,
+                "_split_sizes' holds ", size, ")");
+  }
+  const int64_t sum = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
+  TORCH_CHECK(sum == rows, kPrefix, op, ": Split sizes doesn't match total dim 0 size (argument '",
+              argument, "_split_sizes' sums to ", sum, ", '", argument, "' has ", rows, " rows)");
+  return sizes;
 }
 
 at::Tensor concatenated(const std::vector<at::Tensor>& tensors, const at::Tensor& like) {

@@ -1,4 +1,5 @@
-// The c10d_func torch.distributed backend; see func_backend.h. Each method checks its arguments
+// The c10d_func torch.distributed backend's collectives and messages; see func_backend.h (the
+// group-level methods are in func_backend_group.cpp). Each method checks its arguments
 // as torch's backends do (naming the op and the argument), brings the caller's tensors into the
 // dense contiguous form a Communicator takes (flat views where possible, a staging buffer copied
 // back when done otherwise) and returns a FuncWork at once.
@@ -11,6 +12,8 @@
 
 #include "backend/call_helpers.h"
 #include "backend/func_work.h"
+#include "backend/op_deadline.h"
+#include "backend/sparse_all_reduce.h"
 #include "ops/group_registry.h"
 #include "ops/group_spec.h"
 #include "ops/world.h"
@@ -24,93 +27,9 @@ namespace c10d_func {
 
 using namespace backend_detail;
 
-FuncBackend::FuncBackend(FuncBackendOptions options)
-    : Backend(static_cast<int>(options.rank), static_cast<int>(options.size)),
-      options_(std::move(options)),
-      tag_("ptd:" + options_.name),
-      group_(std::make_shared<const std::string>("process group '" + options_.name + "' (ranks " +
-                                                 format_ranks(options_.members) + ")")),
-      point_to_point_(options_.store, options_.rank, options_.members, options_.timeout, *group_) {
-  TORCH_CHECK(static_cast<int64_t>(options_.members.size()) == options_.size, kPrefix, "group '",
-              options_.name, "' lists ", options_.members.size(), " global ranks for a group of ",
-              options_.size);
-  // Every member is creating the group right now, so its CPU communicator forms here: a missing
-  // member fails the group's creation (naming it) instead of its first collective.
-  (void)communicator(c10::Device(c10::kCPU), "init_process_group");
-}
-
-std::string FuncBackend::describe(std::string_view op) const {
-  return std::string(op) + " on " + *group_;
-}
-
-std::shared_ptr<Communicator> FuncBackend::communicator(c10::Device device, std::string_view op) {
-  const std::pair<int, int> key{static_cast<int>(device.type()),
-                                device.is_cpu() ? -1 : static_cast<int>(device.index())};
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto& slot = communicators_[key];
-  if (!slot) {
-    std::ostringstream prefix;
-    prefix << "c10d_func/" << device << "/";
-    Rendezvous rendezvous;
-    rendezvous.store =
-        c10::make_intrusive<c10d::PrefixStore>(prefix.str(), private_connection(options_.store));
-    rendezvous.rank = options_.rank;
-    rendezvous.size = options_.size;
-    rendezvous.members = options_.members;
-    rendezvous.group = "process group '" + options_.name + "'";
-    rendezvous.timeout = options_.timeout;
-    rendezvous.device = device;
-    auto& registry = GroupRegistry::instance();
-    const Transport transport = registry.transport_for(op, device.type(), tag_);
-    slot = options_.size == 1 && !transport.forced ? make_solo_communicator()
-                                                   : form_communicator(op, transport, rendezvous);
-    // The functional ops called with this group find this communicator under the group's tag.
-    registry.register_communicator(device.type(), tag_, options_.members, slot);
-  }
-  TORCH_CHECK(!slot->failed(), kPrefix, describe(op), ": the group is unusable after an earlier ",
-              "failure (", slot->failure().value_or(""), "); its members are out of step. Create ",
-              "a new group");
-  return slot;
-}
-
-void FuncBackend::adopt(c10::Device device, std::shared_ptr<Communicator> communicator) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  communicators_[{static_cast<int>(device.type()), device.is_cpu() ? -1 : device.index()}] =
-      communicator;
-  GroupRegistry::instance().register_communicator(device.type(), tag_, options_.members,
-                                                  std::move(communicator));
-}
-
-std::vector<std::pair<c10::Device, std::shared_ptr<Communicator>>> FuncBackend::communicators() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<std::pair<c10::Device, std::shared_ptr<Communicator>>> formed;
-  for (const auto& [key, communicator] : communicators_) {
-    if (communicator) {
-      formed.emplace_back(c10::Device(static_cast<c10::DeviceType>(key.first),
-                                      static_cast<c10::DeviceIndex>(key.second)),
-                          communicator);
-    }
-  }
-  return formed;
-}
-
-c10::intrusive_ptr<c10d::Work> FuncBackend::work(c10d::OpType type, std::string_view op,
-                                                 const std::shared_ptr<Communicator>& communicator,
-                                                 const Completion& done,
-                                                 std::vector<at::Tensor> outputs,
-                                                 int source_rank) const {
-  return c10::make_intrusive<FuncWork>(type, op, group_, communicator, done, std::move(outputs),
-                                       source_rank);
-}
-
-void FuncBackend::check_root(std::string_view op, int64_t root) const {
-  TORCH_CHECK(root >= 0 && root < options_.size, kPrefix, op, ": invalid root rank ", root,
-              " for process group '", options_.name, "' of ", options_.size, " ranks");
-}
-
 void FuncBackend::check_peer(std::string_view op, int64_t peer) const {
-  TORCH_CHECK(peer >= 0 && peer < options_.size, kPrefix, op, ": invalid peer rank ", peer,
-              " for process group '", options_.name, "' of ", options_.size, " ranks");
+  TORCH_CHECK(peer >= 0 && peer < options_.size, kPrefix, op, ": invalid peer rank: ", peer,
+              " (process group '", options_.name, "' has ranks 0..", options_.size - 1, ")");
   TORCH_CHECK(peer != options_.rank, kPrefix, op, ": rank ", peer,
               " is this process; a rank cannot send to or receive from itself");
 }
@@ -118,51 +37,81 @@ void FuncBackend::check_peer(std::string_view op, int64_t peer) const {
 c10::intrusive_ptr<c10d::Work> FuncBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                       const c10d::BroadcastOptions& opts) {
   constexpr std::string_view kOp = "broadcast";
+  check_root_rank(kOp, opts.rootRank, options_.size);
+  check_root_tensor(kOp, opts.rootTensor, tensors.size());
   const at::Tensor& tensor = single(kOp, tensors, "tensors");
-  check_root(kOp, opts.rootRank);
   auto comm = communicator(tensor.device(), kOp);
   at::Tensor buffer = flat(tensor, /*fill=*/true);
   auto done = settle(comm->broadcast(buffer, opts.rootRank), {{tensor, buffer}});
-  return work(c10d::OpType::BROADCAST, kOp, comm, done, tensors);
+  return work(c10d::OpType::BROADCAST, kOp, comm, done, tensors, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FuncBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                       const c10d::AllreduceOptions& opts) {
   constexpr std::string_view kOp = "allreduce";
+  TORCH_CHECK(!tensors.empty(), kPrefix, kOp, ": requires non-empty tensor list");
+  if (tensors.size() == 1 && tensors[0].defined() && tensors[0].is_sparse()) {
+    return allreduce_of_sparse(tensors[0], opts);
+  }
   const at::Tensor& tensor = single(kOp, tensors, "tensors");
   const ReduceOp reduce_op = to_reduce_op(kOp, opts.reduceOp);
-  check_reduce_dtype(kOp, reduce_op, tensor.scalar_type());
+  check_reduction(kOp, reduce_op, tensor.scalar_type());
   auto comm = communicator(tensor.device(), kOp);
   at::Tensor buffer = flat(tensor, /*fill=*/true);
   premultiply(kOp, opts.reduceOp, buffer);
   auto done = settle(comm->all_reduce(buffer, reduce_op), {{tensor, buffer}});
-  return work(c10d::OpType::ALLREDUCE, kOp, comm, done, tensors);
+  return work(c10d::OpType::ALLREDUCE, kOp, comm, done, tensors, opts.timeout);
+}
+
+c10::intrusive_ptr<c10d::Work> FuncBackend::allreduce_sparse(std::vector<at::Tensor>& tensors,
+                                                             const c10d::AllreduceOptions& opts) {
+  return allreduce(tensors, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> FuncBackend::allreduce_of_sparse(
+    const at::Tensor& tensor, const c10d::AllreduceOptions& opts) {
+  constexpr std::string_view kOp = "allreduce";
+  TORCH_CHECK(tensor.layout() == at::kSparse, kPrefix, kOp,
+              ": unsupported layout (sparse tensors are reduced in the COO layout; got ",
+              tensor.layout(), ")");
+  // NCCL's answer, for the CUDA side (torch's own NCCL backend has no sparse all_reduce).
+  TORCH_CHECK(tensor.is_cpu(), kPrefix, kOp,
+              ": NCCL does not support all_reduce with sparse tensors. Please use dense tensors "
+              "instead. (c10d_func reduces sparse tensors on CPU, as Gloo does: move it with "
+              ".cpu(), or reduce .to_dense())");
+  TORCH_CHECK(opts.reduceOp.op_ == c10d::ReduceOp::SUM, kPrefix, kOp,
+              ": unsupported reduction operation (allreduce of sparse tensors only works with "
+              "ReduceOp.SUM)");
+  auto comm = communicator(tensor.device(), kOp);
+  auto done = sparse_all_reduce(*comm, tensor, describe(kOp));
+  return work(c10d::OpType::ALLREDUCE, kOp, comm, done, {tensor}, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FuncBackend::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   constexpr std::string_view kOp = "allreduce_coalesced";
-  TORCH_CHECK(!tensors.empty(), kPrefix, kOp, ": argument 'tensors' is empty");
+  TORCH_CHECK(!tensors.empty(), kPrefix, kOp, ": requires non-empty tensor list");
   const ReduceOp reduce_op = to_reduce_op(kOp, opts.reduceOp);
-  for (const auto& tensor : tensors) {
-    check_like(kOp, tensor, tensors[0], "tensors", tensor.numel());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    check_like(kOp, tensors[i], tensors[0], "tensors", tensors[i].numel(), i);
   }
-  check_reduce_dtype(kOp, reduce_op, tensors[0].scalar_type());
+  check_reduction(kOp, reduce_op, tensors[0].scalar_type());
   auto comm = communicator(tensors[0].device(), kOp);
   // One collective for all of them: reduced as one flat buffer, then split back.
   at::Tensor buffer = concatenated(tensors, tensors[0]);
   premultiply(kOp, opts.reduceOp, buffer);
   auto done = scatter_into(comm->all_reduce(buffer, reduce_op), buffer, tensors);
-  return work(c10d::OpType::ALLREDUCE_COALESCED, kOp, comm, done, tensors);
+  return work(c10d::OpType::ALLREDUCE_COALESCED, kOp, comm, done, tensors, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FuncBackend::reduce(std::vector<at::Tensor>& tensors,
                                                    const c10d::ReduceOptions& opts) {
   constexpr std::string_view kOp = "reduce";
+  check_root_rank(kOp, opts.rootRank, options_.size);
+  check_root_tensor(kOp, opts.rootTensor, tensors.size());
   const at::Tensor& tensor = single(kOp, tensors, "tensors");
-  check_root(kOp, opts.rootRank);
   const ReduceOp reduce_op = to_reduce_op(kOp, opts.reduceOp);
-  check_reduce_dtype(kOp, reduce_op, tensor.scalar_type());
+  check_reduction(kOp, reduce_op, tensor.scalar_type());
   auto comm = communicator(tensor.device(), kOp);
   const bool is_root = opts.rootRank == options_.rank;
   // Only the root's tensor receives the result; the others' stay as they were.
@@ -172,26 +121,28 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::reduce(std::vector<at::Tensor>& tens
   if (is_root) {
     done = settle(done, {{tensor, buffer}});
   }
-  return work(c10d::OpType::REDUCE, kOp, comm, done, tensors);
+  return work(c10d::OpType::REDUCE, kOp, comm, done, tensors, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FuncBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                       std::vector<at::Tensor>& inputs,
                                                       const c10d::AllgatherOptions& opts) {
   constexpr std::string_view kOp = "allgather";
+  TORCH_CHECK(!inputs.empty(), kPrefix, kOp, ": requires non-empty input tensor list");
+  TORCH_CHECK(outputs.size() == inputs.size(), kPrefix, kOp,
+              ": requires input/output tensor lists to have the same length (got ", inputs.size(),
+              " and ", outputs.size(), ")");
   const at::Tensor& input = single(kOp, inputs, "input_tensors");
-  TORCH_CHECK(outputs.size() == 1, kPrefix, kOp,
-              ": argument 'output_tensors' must hold one list, got ", outputs.size());
   TORCH_CHECK(static_cast<int64_t>(outputs[0].size()) == options_.size, kPrefix, kOp,
-              ": argument 'output_tensors' must hold one tensor per rank (", options_.size,
-              "), got ", outputs[0].size());
-  for (const auto& output : outputs[0]) {
-    check_like(kOp, output, input, "output_tensors", input.numel());
+              ": invalid output tensor list at index 0 (expected length ", options_.size, ", got ",
+              outputs[0].size(), ")");
+  for (size_t i = 0; i < outputs[0].size(); ++i) {
+    check_like(kOp, outputs[0][i], input, "output_tensors", input.numel(), i);
   }
   auto comm = communicator(input.device(), kOp);
   at::Tensor gathered = at::empty({options_.size * input.numel()}, input.options());
   auto done = scatter_into(comm->all_gather(gathered, flat(input, true)), gathered, outputs[0]);
-  return work(c10d::OpType::ALLGATHER, kOp, comm, done, outputs[0]);
+  return work(c10d::OpType::ALLGATHER, kOp, comm, done, outputs[0], opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FuncBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -202,27 +153,27 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::_allgather_base(at::Tensor& output, 
   auto comm = communicator(input.device(), kOp);
   at::Tensor buffer = flat(output, /*fill=*/false);
   auto done = settle(comm->all_gather(buffer, flat(input, true)), {{output, buffer}});
-  return work(c10d::OpType::_ALLGATHER_BASE, kOp, comm, done, {output});
+  return work(c10d::OpType::_ALLGATHER_BASE, kOp, comm, done, {output}, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FuncBackend::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& output_lists, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
   constexpr std::string_view kOp = "allgather_coalesced";
-  TORCH_CHECK(!inputs.empty(), kPrefix, kOp, ": argument 'input_tensor_list' is empty");
+  TORCH_CHECK(!inputs.empty(), kPrefix, kOp, ": requires non-empty input tensor list");
   TORCH_CHECK(static_cast<int64_t>(output_lists.size()) == options_.size, kPrefix, kOp,
-              ": argument 'output_tensor_lists' must hold one list per rank (", options_.size,
-              "), got ", output_lists.size());
-  for (const auto& input : inputs) {
-    check_like(kOp, input, inputs[0], "input_tensor_list", input.numel());
+              ": output lists should be equal to world size (expected ", options_.size, ", got ",
+              output_lists.size(), ")");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    check_like(kOp, inputs[i], inputs[0], "input_tensor_list", inputs[i].numel(), i);
   }
   std::vector<at::Tensor> targets;  // rank-major: every rank's copy of every input
   for (const auto& list : output_lists) {
     TORCH_CHECK(list.size() == inputs.size(), kPrefix, kOp,
-                ": each list of 'output_tensor_lists' must hold one tensor per input (",
-                inputs.size(), "), got ", list.size());
+                ": invalid output size: (expected length ", inputs.size(), ", got ", list.size(),
+                ")");
     for (size_t i = 0; i < list.size(); ++i) {
-      check_like(kOp, list[i], inputs[i], "output_tensor_lists", inputs[i].numel());
+      check_like(kOp, list[i], inputs[i], "output_tensor_lists", inputs[i].numel(), i);
       targets.push_back(list[i]);
     }
   }
@@ -230,7 +181,7 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::allgather_coalesced(
   at::Tensor packed = concatenated(inputs, inputs[0]);
   at::Tensor gathered = at::empty({options_.size * packed.numel()}, packed.options());
   auto done = scatter_into(comm->all_gather(gathered, packed), gathered, targets);
-  return work(c10d::OpType::ALLGATHER_COALESCED, kOp, comm, done, targets);
+  return work(c10d::OpType::ALLGATHER_COALESCED, kOp, comm, done, targets, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FuncBackend::allgather_into_tensor_coalesced(
@@ -238,11 +189,11 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::allgather_into_tensor_coalesced(
     const c10d::AllgatherOptions& opts) {
   constexpr std::string_view kOp = "allgather_into_tensor_coalesced";
   TORCH_CHECK(outputs.size() == inputs.size() && !inputs.empty(), kPrefix, kOp,
-              ": arguments 'outputs' and 'inputs' must be non-empty lists of one length, got ",
-              outputs.size(), " and ", inputs.size());
+              ": requires input/output tensor lists to have the same length (non-empty lists; ",
+              "got ", inputs.size(), " and ", outputs.size(), ")");
   for (size_t i = 0; i < inputs.size(); ++i) {
     check_dense(kOp, inputs[i], "inputs");
-    check_like(kOp, outputs[i], inputs[i], "outputs", inputs[i].numel() * options_.size);
+    check_like(kOp, outputs[i], inputs[i], "outputs", inputs[i].numel() * options_.size, i);
   }
   auto comm = communicator(inputs[0].device(), kOp);
   std::vector<Completion> parts;
@@ -251,82 +202,95 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::allgather_into_tensor_coalesced(
     parts.push_back(
         settle(comm->all_gather(buffer, flat(inputs[i], true)), {{outputs[i], buffer}}));
   }
-  return work(c10d::OpType::COALESCED, kOp, comm, when_all(parts), outputs);
+  return work(c10d::OpType::COALESCED, kOp, comm, when_all(parts), outputs, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FuncBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                    std::vector<at::Tensor>& inputs,
                                                    const c10d::GatherOptions& opts) {
   constexpr std::string_view kOp = "gather";
-  const at::Tensor& input = single(kOp, inputs, "input_tensors");
-  check_root(kOp, opts.rootRank);
+  check_root_rank(kOp, opts.rootRank, options_.size);
+  const at::Tensor& input =
+      single(kOp, inputs, "input_tensors", "requires a single-element input tensor list");
   const bool is_root = opts.rootRank == options_.rank;
   std::vector<at::Tensor> targets;
   if (is_root) {
-    TORCH_CHECK(outputs.size() == 1 && static_cast<int64_t>(outputs[0].size()) == options_.size,
-                kPrefix, kOp, ": on the root, argument 'output_tensors' must hold one list of ",
-                options_.size, " tensors (one per rank)");
-    for (const auto& output : outputs[0]) {
-      check_like(kOp, output, input, "output_tensors", input.numel());
+    TORCH_CHECK(outputs.size() == 1, kPrefix, kOp,
+                ": requires a single-element output list containing a list with ", options_.size,
+                " tensors. (got ", outputs.size(), " lists)");
+    TORCH_CHECK(static_cast<int64_t>(outputs[0].size()) == options_.size, kPrefix, kOp,
+                ": Incorrect output list size ", outputs[0].size(), ". Output list size should be ",
+                options_.size, ", same as size of the process group.");
+    for (size_t i = 0; i < outputs[0].size(); ++i) {
+      check_like(kOp, outputs[0][i], input, "output_tensors", input.numel(), i);
     }
     targets = outputs[0];
   } else {
     TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()), kPrefix, kOp,
-                ": argument 'output_tensors' must be empty on ranks other than the root");
+                ": requires empty output on non-root (this is rank ", options_.rank,
+                ", the root is ", opts.rootRank, ")");
   }
   auto comm = communicator(input.device(), kOp);
   at::Tensor gathered = at::empty({is_root ? options_.size * input.numel() : 0}, input.options());
   auto done =
       scatter_into(comm->gather(gathered, flat(input, true), opts.rootRank), gathered, targets);
-  return work(c10d::OpType::GATHER, kOp, comm, done, targets);
+  return work(c10d::OpType::GATHER, kOp, comm, done, targets, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FuncBackend::scatter(std::vector<at::Tensor>& outputs,
                                                     std::vector<std::vector<at::Tensor>>& inputs,
                                                     const c10d::ScatterOptions& opts) {
   constexpr std::string_view kOp = "scatter";
-  const at::Tensor& output = single(kOp, outputs, "output_tensors");
-  check_root(kOp, opts.rootRank);
+  check_root_rank(kOp, opts.rootRank, options_.size);
+  const at::Tensor& output =
+      single(kOp, outputs, "output_tensors", "requires a single-element output tensor list");
   const bool is_root = opts.rootRank == options_.rank;
   at::Tensor packed;
   if (is_root) {
-    TORCH_CHECK(inputs.size() == 1 && static_cast<int64_t>(inputs[0].size()) == options_.size,
-                kPrefix, kOp, ": on the root, argument 'input_tensors' must hold one list of ",
-                options_.size, " tensors (one per rank)");
-    for (const auto& input : inputs[0]) {
-      check_like(kOp, input, output, "input_tensors", output.numel());
+    TORCH_CHECK(inputs.size() == 1, kPrefix, kOp,
+                ": requires a single-element input list containing a list with ", options_.size,
+                " tensors (got ", inputs.size(), " lists)");
+    TORCH_CHECK(static_cast<int64_t>(inputs[0].size()) == options_.size, kPrefix, kOp,
+                ": Incorrect input list size ", inputs[0].size(), ". Input list size should be ",
+                options_.size, ", same as size of the process group.");
+    for (size_t i = 0; i < inputs[0].size(); ++i) {
+      check_like(kOp, inputs[0][i], output, "input_tensors", output.numel(), i);
     }
     packed = concatenated(inputs[0], output);
   } else {
     TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()), kPrefix, kOp,
-                ": argument 'input_tensors' must be empty on ranks other than the root");
+                ": requires empty input on non-root (this is rank ", options_.rank,
+                ", the root is ", opts.rootRank, ")");
     packed = at::empty({0}, output.options());
   }
   auto comm = communicator(output.device(), kOp);
   at::Tensor buffer = flat(output, /*fill=*/false);
   auto done = settle(comm->scatter(buffer, packed, opts.rootRank), {{output, buffer}});
-  return work(c10d::OpType::SCATTER, kOp, comm, done, outputs);
+  return work(c10d::OpType::SCATTER, kOp, comm, done, outputs, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FuncBackend::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   constexpr std::string_view kOp = "reduce_scatter";
+  TORCH_CHECK(outputs.size() == inputs.size(), kPrefix, kOp,
+              ": requires input/output tensor lists to have the same length (got ", inputs.size(),
+              " and ", outputs.size(), ")");
   const at::Tensor& output = single(kOp, outputs, "output");
-  TORCH_CHECK(inputs.size() == 1 && static_cast<int64_t>(inputs[0].size()) == options_.size,
-              kPrefix, kOp, ": argument 'input_list' must hold one tensor per rank (",
-              options_.size, ")");
-  for (const auto& input : inputs[0]) {
-    check_like(kOp, input, output, "input_list", output.numel());
+  TORCH_CHECK(static_cast<int64_t>(inputs[0].size()) == options_.size, kPrefix, kOp,
+              ": invalid input tensor list size, must be world size (", options_.size, ", got ",
+              inputs[0].size(), ")");
+  for (size_t i = 0; i < inputs[0].size(); ++i) {
+    check_like(kOp, inputs[0][i], output, "input_list", output.numel(), i);
   }
   const ReduceOp reduce_op = to_reduce_op(kOp, opts.reduceOp);
-  check_reduce_dtype(kOp, reduce_op, output.scalar_type());
+  check_reduction(kOp, reduce_op, output.scalar_type());
   auto comm = communicator(output.device(), kOp);
   at::Tensor packed = concatenated(inputs[0], output);
   premultiply(kOp, opts.reduceOp, packed);
   at::Tensor buffer = flat(output, /*fill=*/false);
   auto done = settle(comm->reduce_scatter(buffer, packed, reduce_op), {{output, buffer}});
-  return work(c10d::OpType::REDUCE_SCATTER, kOp, comm, done, outputs);
+  return work(c10d::OpType::REDUCE_SCATTER, kOp, comm, done, outputs, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FuncBackend::_reduce_scatter_base(
@@ -335,7 +299,7 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::_reduce_scatter_base(
   check_dense(kOp, output, "output");
   check_like(kOp, input, output, "input", output.numel() * options_.size);
   const ReduceOp reduce_op = to_reduce_op(kOp, opts.reduceOp);
-  check_reduce_dtype(kOp, reduce_op, output.scalar_type());
+  check_reduction(kOp, reduce_op, output.scalar_type());
   auto comm = communicator(output.device(), kOp);
   at::Tensor packed = flat(input, /*fill=*/true);
   if (opts.reduceOp.op_ == c10d::ReduceOp::PREMUL_SUM) {
@@ -344,7 +308,7 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::_reduce_scatter_base(
   }
   at::Tensor buffer = flat(output, /*fill=*/false);
   auto done = settle(comm->reduce_scatter(buffer, packed, reduce_op), {{output, buffer}});
-  return work(c10d::OpType::_REDUCE_SCATTER_BASE, kOp, comm, done, {output});
+  return work(c10d::OpType::_REDUCE_SCATTER_BASE, kOp, comm, done, {output}, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FuncBackend::reduce_scatter_tensor_coalesced(
@@ -352,13 +316,13 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::reduce_scatter_tensor_coalesced(
     const c10d::ReduceScatterOptions& opts) {
   constexpr std::string_view kOp = "reduce_scatter_tensor_coalesced";
   TORCH_CHECK(outputs.size() == inputs.size() && !inputs.empty(), kPrefix, kOp,
-              ": arguments 'outputs' and 'inputs' must be non-empty lists of one length, got ",
-              outputs.size(), " and ", inputs.size());
+              ": requires input/output tensor lists to have the same length (non-empty lists; ",
+              "got ", inputs.size(), " and ", outputs.size(), ")");
   const ReduceOp reduce_op = to_reduce_op(kOp, opts.reduceOp);
   for (size_t i = 0; i < inputs.size(); ++i) {
     check_dense(kOp, outputs[i], "outputs");
-    check_like(kOp, inputs[i], outputs[i], "inputs", outputs[i].numel() * options_.size);
-    check_reduce_dtype(kOp, reduce_op, outputs[i].scalar_type());
+    check_like(kOp, inputs[i], outputs[i], "inputs", outputs[i].numel() * options_.size, i);
+    check_reduction(kOp, reduce_op, outputs[i].scalar_type());
   }
   auto comm = communicator(outputs[0].device(), kOp);
   std::vector<Completion> parts;
@@ -372,7 +336,7 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::reduce_scatter_tensor_coalesced(
     parts.push_back(
         settle(comm->reduce_scatter(buffer, packed, reduce_op), {{outputs[i], buffer}}));
   }
-  return work(c10d::OpType::COALESCED, kOp, comm, when_all(parts), outputs);
+  return work(c10d::OpType::COALESCED, kOp, comm, when_all(parts), outputs, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FuncBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
@@ -382,30 +346,8 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::alltoall_base(at::Tensor& output, at
   constexpr std::string_view kOp = "all_to_all_single";
   check_dense(kOp, input, "input");
   check_like(kOp, output, input, "output", output.numel());
-  // Splits count dim-0 rows; none means equal parts.
-  const auto splits = [&](std::vector<int64_t> sizes, const at::Tensor& tensor,
-                          std::string_view argument) {
-    const int64_t rows = tensor.dim() == 0 ? 1 : tensor.size(0);
-    if (sizes.empty()) {
-      TORCH_CHECK(rows % options_.size == 0, kPrefix, kOp, ": argument '", argument, "' has ", rows,
-                  " rows, which do not split equally among ", options_.size,
-                  " ranks; pass split sizes");
-      return std::vector<int64_t>(options_.size, rows / options_.size);
-    }
-    TORCH_CHECK(static_cast<int64_t>(sizes.size()) == options_.size, kPrefix, kOp, ": argument '",
-                argument, "_split_sizes' must hold one size per rank (", options_.size, "), got ",
-                sizes.size());
-    const int64_t sum = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
-    for (int64_t size : sizes) {
-      TORCH_CHECK(size >= 0, kPrefix, kOp, ": argument '", argument,
-                  "_split_sizes' holds a negative size ", size);
-    }
-    TORCH_CHECK(sum == rows, kPrefix, kOp, ": argument '", argument, "_split_sizes' sums to ", sum,
-                " but '", argument, "' has ", rows, " rows");
-    return sizes;
-  };
-  auto out_splits = splits(output_split_sizes, output, "output");
-  auto in_splits = splits(input_split_sizes, input, "input");
+  auto out_splits = row_splits(kOp, output_split_sizes, output, "output", options_.size);
+  auto in_splits = row_splits(kOp, input_split_sizes, input, "input", options_.size);
   // On flat buffers a split counts elements: rows times the elements of a row (the shape past
   // dim 0, which an empty tensor also carries).
   const auto row_numel = [](const at::Tensor& tensor) {
@@ -420,7 +362,7 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::alltoall_base(at::Tensor& output, at
   at::Tensor buffer = flat(output, /*fill=*/false);
   auto done = settle(comm->all_to_all(buffer, flat(input, true), out_splits, in_splits),
                      {{output, buffer}});
-  return work(c10d::OpType::ALLTOALL_BASE, kOp, comm, done, {output});
+  return work(c10d::OpType::ALLTOALL_BASE, kOp, comm, done, {output}, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FuncBackend::alltoall(std::vector<at::Tensor>& outputs,
@@ -433,8 +375,8 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::alltoall(std::vector<at::Tensor>& ou
               "one tensor per rank (", options_.size, "), got ", outputs.size(), " and ",
               inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
-    check_like(kOp, inputs[i], inputs[0], "input_tensor_list", inputs[i].numel());
-    check_like(kOp, outputs[i], inputs[0], "output_tensor_list", outputs[i].numel());
+    check_like(kOp, inputs[i], inputs[0], "input_tensor_list", inputs[i].numel(), i);
+    check_like(kOp, outputs[i], inputs[0], "output_tensor_list", outputs[i].numel(), i);
   }
   std::vector<int64_t> out_splits, in_splits;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -446,32 +388,35 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::alltoall(std::vector<at::Tensor>& ou
   at::Tensor received = at::empty({total_numel(outputs)}, inputs[0].options());
   auto done =
       scatter_into(comm->all_to_all(received, packed, out_splits, in_splits), received, outputs);
-  return work(c10d::OpType::ALLTOALL, kOp, comm, done, outputs);
+  return work(c10d::OpType::ALLTOALL, kOp, comm, done, outputs, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FuncBackend::barrier(const c10d::BarrierOptions& opts) {
   constexpr std::string_view kOp = "barrier";
   auto comm = communicator(c10::Device(c10::kCPU), kOp);
   at::Tensor token = at::zeros({1}, at::kInt);
-  return work(c10d::OpType::BARRIER, kOp, comm, comm->all_reduce(token, ReduceOp::kSum), {});
+  return work(c10d::OpType::BARRIER, kOp, comm, comm->all_reduce(token, ReduceOp::kSum), {},
+              opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FuncBackend::send(std::vector<at::Tensor>& tensors, int dst_rank,
                                                  int tag) {
   constexpr std::string_view kOp = "send";
-  const at::Tensor& tensor = single(kOp, tensors, "tensor");
+  const at::Tensor& tensor = single(kOp, tensors, "tensor", "takes a single tensor");
   check_peer(kOp, dst_rank);
+  TORCH_CHECK(tag >= 0, kPrefix, kOp, ": Tag must be nonnegative (got ", tag, ")");
   return work(c10d::OpType::SEND, kOp, nullptr, point_to_point_.send(tensor, dst_rank, tag),
-              tensors);
+              tensors, c10d::kUnsetTimeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FuncBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
                                                  int tag) {
   constexpr std::string_view kOp = "recv";
-  const at::Tensor& tensor = single(kOp, tensors, "tensor");
+  const at::Tensor& tensor = single(kOp, tensors, "tensor", "takes a single tensor");
   check_peer(kOp, src_rank);
+  TORCH_CHECK(tag >= 0, kPrefix, kOp, ": Tag must be nonnegative (got ", tag, ")");
   return work(c10d::OpType::RECV, kOp, nullptr, point_to_point_.recv(tensor, src_rank, tag),
-              tensors, src_rank);
+              tensors, c10d::kUnsetTimeout, src_rank);
 }
 
 c10::intrusive_ptr<c10d::Work> FuncBackend::recvAnysource(std::vector<at::Tensor>& tensors,
@@ -479,23 +424,6 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::recvAnysource(std::vector<at::Tensor
   TORCH_CHECK(false, kPrefix, "recv: a source rank is required (src=None, receiving from any ",
               "source, is not supported: messages travel on one channel per sender and ",
               "receiver); pass src=");
-}
-
-void split_device_communicators(FuncBackend& parent, FuncBackend* child, int64_t color,
-                                int64_t key) {
-  for (auto& [device, communicator] : parent.communicators()) {
-    if (device.is_cpu()) {
-      continue;  // the child formed its own among its members (shm and Gloo cannot split)
-    }
-    auto part = communicator->split(child ? color : -1, key);
-    if (child && part) {
-      child->adopt(device, std::move(part));
-    }
-  }
-}
-
-FuncBackend* as_func_backend(const c10::intrusive_ptr<c10d::Backend>& backend) {
-  return dynamic_cast<FuncBackend*>(backend.get());
 }
 
 }  // namespace c10d_func

@@ -16,6 +16,7 @@
 #include "ops/point_to_point.h"
 #include "transports/communicator.h"
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -40,6 +41,17 @@ class FuncBackend final : public c10d::Backend {
  public:
   static constexpr const char* kName = "c10d_func";
 
+  // torch's Backend.Options of this backend (`pg._get_backend(device).options`): the group's
+  // timeout (set_timeout changes it), name and global ranks, and the transport of each
+  // communicator formed so far ("cpu:shm", "cpu:shm+gloo,cuda:nccl").
+  struct Options final : c10d::Backend::Options {
+    Options() : c10d::Backend::Options(kName) {}
+    c10::intrusive_ptr<c10d::Backend::Options> clone() const override {
+      return c10::make_intrusive<Options>(*this);
+    }
+    std::string transport;
+  };
+
   explicit FuncBackend(FuncBackendOptions options);
 
   // "ptd:<group name>": the tag the functional API gives this group (python/c10d_func/_groups.py).
@@ -54,10 +66,46 @@ class FuncBackend final : public c10d::Backend {
 
   const std::string getBackendName() const override { return kName; }
 
+  // Timeouts (torch's semantics): the group's, from init_process_group / new_group, changed by
+  // set_timeout for the collectives issued after it; and each call's own Options.timeout, which
+  // bounds that call alone (op_deadline.h). Either way a member that does not take part fails
+  // the call naming it.
+  std::chrono::milliseconds timeout() const {
+    return std::chrono::milliseconds(timeout_ms_.load(std::memory_order_relaxed));
+  }
+  void setTimeout(std::chrono::milliseconds timeout) override;
+  c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override;
+
+  // torch's split (ProcessGroup.split_group, dist.split_group, new_group from a bound world):
+  // called by every member of this group with the ranks of its own part; a non-member gets
+  // nullptr. Device communicators that can split do (NCCL: one ncclCommSplit of every member);
+  // the part's CPU communicator forms among its members (shm and Gloo cannot split).
+  bool supportsSplitting() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> split(
+      const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+      const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
+  // torch's merge_remote_group: a new group of `size` members meeting in `store`.
+  c10::intrusive_ptr<c10d::Backend> merge(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const c10::intrusive_ptr<c10d::Backend::Options>& opts,
+                                          const int& rank, const int& size) override;
+  // What a member outside the new group does where torch's new_group splits a bound world's
+  // communicator (ProcessGroupNCCL's perform_nocolor_split): joins the split as no part.
+  void perform_nocolor_split(c10::Device device);
+  // init_process_group(device_id=...) forms that device's communicator now, so new groups can
+  // split it.
+  void eagerConnectSingleDevice(at::Device device) override;
+
+  // Gloo's monitored_barrier: rank 0 names the members that did not arrive within the timeout
+  // (the first, or all of them with wait_all_ranks); monitored_barrier.h.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
+
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override;
+  // Sparse COO tensors on CUDA reach this (SparseCUDA); on CPU they reach allreduce.
+  c10::intrusive_ptr<c10d::Work> allreduce_sparse(std::vector<at::Tensor>& tensors,
+                                                  const c10d::AllreduceOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
       std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
@@ -104,14 +152,25 @@ class FuncBackend final : public c10d::Backend {
  private:
   // "all_reduce on process group 'name' (ranks [0, 1])": for errors.
   std::string describe(std::string_view op) const;
+  // The Work of a call; `op_timeout` is its Options.timeout (kUnsetTimeout: the group's).
   c10::intrusive_ptr<c10d::Work> work(c10d::OpType type, std::string_view op,
                                       const std::shared_ptr<Communicator>& communicator,
-                                      const Completion& done, std::vector<at::Tensor> outputs,
-                                      int source_rank = -1) const;
-  void check_root(std::string_view op, int64_t root) const;
+                                      Completion done, std::vector<at::Tensor> outputs,
+                                      std::chrono::milliseconds op_timeout, int source_rank = -1);
   void check_peer(std::string_view op, int64_t peer) const;
+  c10::intrusive_ptr<c10d::Work> allreduce_of_sparse(const at::Tensor& tensor,
+                                                     const c10d::AllreduceOptions& opts);
+  // A private connection to the group's store under `prefix`, for the backend's own
+  // exchanges (monitored_barrier, roll calls); made once.
+  c10::intrusive_ptr<c10d::Store> own_store(const std::string& prefix);
 
   FuncBackendOptions options_;
+  std::atomic<int64_t> timeout_ms_;
+  // Collectives issued so far (the same count on every member: they issue in one order), and
+  // monitored barriers: names for the store keys of a call's roll call and of each barrier.
+  std::atomic<uint64_t> issued_{0};
+  std::atomic<uint64_t> monitored_barriers_{0};
+  c10::intrusive_ptr<c10d::Store> own_connection_;  // under mutex_
   std::string tag_;
   // "process group 'name' (ranks [0, 1])": built once, named by every Work's errors.
   std::shared_ptr<const std::string> group_;

@@ -1,7 +1,8 @@
 """all_reduce across test hosts: c10d_func's hierarchical collectives (shared memory inside each
 host; between hosts, each rail's own TCP link: the hosts' first ranks up to 1 MiB, every rail
-above) against c10d_func on flat Gloo, torch's functional collectives and classic
-`dist.all_reduce` (both on torch's Gloo group), in the same run, on 2 hosts x 2 ranks made of
+above) against c10d_func on flat Gloo, classic `dist.all_reduce` on a c10d_func group (the
+backend, which runs on the same hierarchical communicator), torch's functional collectives and
+classic `dist.all_reduce` (both on torch's Gloo group), in the same run, on 2 hosts x 2 ranks made of
 network namespaces joined by a veth pair (tests/python/hosts.py; needs root), once with
 the link limited to 10 Gb/s (tc tbf) and once unlimited.
 
@@ -30,6 +31,7 @@ SIZES = [8, 64 << 10, 1 << 20, 16 << 20]
 IMPLS = [
     "c10d_func hierarchical",
     "c10d_func flat Gloo",
+    "dist.all_reduce (c10d_func)",
     "torch funcol (Gloo)",
     "dist.all_reduce (Gloo)",
 ]
@@ -52,9 +54,11 @@ def rank_main(iters: int) -> None:
     rank, world = dist.get_rank(), dist.get_world_size()
     everyone = list(range(world))
     c10d_func.set_transport("gloo", "cpu", tag="flat")
+    backend_group = dist.new_group(backend="c10d_func")
     calls = {
         "c10d_func hierarchical": lambda x: c10d_func.all_reduce(x, "sum", everyone, "hier").wait(),
         "c10d_func flat Gloo": lambda x: c10d_func.all_reduce(x, "sum", everyone, "flat").wait(),
+        "dist.all_reduce (c10d_func)": lambda x: dist.all_reduce(x, group=backend_group),
         "torch funcol (Gloo)": lambda x: torch_funcol.all_reduce(x, "sum", dist.group.WORLD).wait(),
         "dist.all_reduce (Gloo)": lambda x: dist.all_reduce(x),
     }
@@ -85,11 +89,24 @@ def rank_main(iters: int) -> None:
                 (time.perf_counter() - start) / iters * 1e6
             )
     served = [g["backend"] for g in c10d_func.groups() if g["tag"] == "hier"]
+    served_backend = cpu_transport_of(backend_group)
     if rank == 0:
-        result = {"us": single, "back_to_back_us": back_to_back, "hierarchical_backend": served}
+        result = {
+            "us": single,
+            "back_to_back_us": back_to_back,
+            "hierarchical_backend": served,
+            "backend_group_transport": served_backend,
+        }
         print("RESULT " + json.dumps(result), flush=True)
     c10d_func.shutdown()
     dist.destroy_process_group()
+
+
+def cpu_transport_of(group) -> str:
+    """The transport of the CPU communicator behind a c10d_func ProcessGroup ("cpu:shm+gloo")."""
+    import torch
+
+    return group._get_backend(torch.device("cpu")).options.transport
 
 
 def human(size: int) -> str:
@@ -160,7 +177,11 @@ def main() -> None:
         if code != 0 or not lines:
             sys.exit(f"rank 0 failed ({code}):\n{out[-4000:]}")
         runs[link] = json.loads(lines[-1][len("RESULT ") :])
-        print(f"{link}: hierarchical served by {runs[link]['hierarchical_backend']}", flush=True)
+        print(
+            f"{link}: hierarchical served by {runs[link]['hierarchical_backend']}, the backend's "
+            f"group by {runs[link]['backend_group_transport']}",
+            flush=True,
+        )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(runs, indent=2))
     markdown = table(runs)

@@ -72,7 +72,7 @@ PointToPoint::PointToPoint(c10::intrusive_ptr<c10d::Store> store, int64_t rank,
     : store_(std::move(store)),
       rank_(rank),
       members_(std::move(members)),
-      timeout_(timeout),
+      timeout_ms_(timeout.count()),
       group_(std::move(group)) {}
 
 PointToPoint::~PointToPoint() {
@@ -110,7 +110,7 @@ Completion PointToPoint::post(const at::Tensor& tensor, int64_t sender, int64_t 
       rendezvous.group = group_ + ", messages rank " + std::to_string(rendezvous.members[0]) +
                          " -> rank " + std::to_string(rendezvous.members[1]) + " tag " +
                          std::to_string(tag);
-      rendezvous.timeout = timeout_;
+      rendezvous.timeout = std::chrono::milliseconds(timeout_ms_.load());
       rendezvous.device = device;
       std::ostringstream prefix;
       prefix << "c10d_func/p2p/" << sender << "->" << receiver << "/" << tag << "/" << device

@@ -13,6 +13,7 @@
 
 #include "transports/communicator.h"
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -34,6 +35,8 @@ class PointToPoint {
   // The Completion is done once the message has left (send) or arrived (recv).
   Completion send(const at::Tensor& tensor, int64_t peer, int64_t tag);
   Completion recv(const at::Tensor& tensor, int64_t peer, int64_t tag);
+  // Bounds the channels formed from now on.
+  void set_timeout(std::chrono::milliseconds timeout) { timeout_ms_.store(timeout.count()); }
 
  private:
   struct Channel;
@@ -42,7 +45,7 @@ class PointToPoint {
   c10::intrusive_ptr<c10d::Store> store_;
   int64_t rank_;
   std::vector<int64_t> members_;
-  std::chrono::milliseconds timeout_;
+  std::atomic<int64_t> timeout_ms_;  // set_timeout may change it
   std::string group_;
   std::mutex mutex_;
   // (sender, receiver, tag, device type, device index)

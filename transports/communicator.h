@@ -11,6 +11,7 @@
 #include "transports/reduce_op.h"
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -143,6 +144,11 @@ class Communicator {
   // members inside it; a negative color takes part in the call but in no part (nullptr).
   // Transports that cannot split return nullptr without communicating.
   virtual std::shared_ptr<Communicator> split(int64_t color, int64_t key) { return nullptr; }
+
+  // The timeout of the collectives issued from now on (torch's set_timeout): a transport that
+  // bounds its waits by the timeout it formed with takes the new one; composite communicators
+  // pass it to their parts. Transports with no wait of their own (a group of one) ignore it.
+  virtual void set_timeout(std::chrono::milliseconds timeout) {}
 
   // A collective that failed leaves the members out of step; later calls must not reuse it.
   // The first failure is also told to on_failed.

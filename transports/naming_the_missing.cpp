@@ -14,6 +14,7 @@ class NamingTheMissing final : public Communicator {
   int64_t rank() const override { return inner_->rank(); }
   int64_t size() const override { return inner_->size(); }
   std::string backend_name() const override { return inner_->backend_name(); }
+  void set_timeout(std::chrono::milliseconds timeout) override { inner_->set_timeout(timeout); }
 
   Completion all_reduce(const at::Tensor& buffer, ReduceOp reduce_op) override {
     return explained(inner_->all_reduce(buffer, reduce_op));

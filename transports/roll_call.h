@@ -26,6 +26,11 @@ struct RollCall {
 RollCall call_the_roll(const Rendezvous& rendezvous, const std::string& occasion,
                        std::chrono::milliseconds bound);
 
+// Answers a roll call under `occasion` for `rendezvous.rank` without waiting for the others: a
+// member whose collective failed some other way (a peer's failure) tells the member calling
+// the roll that it is there. In a thread of its own: the store may not answer.
+void answer_roll_call(const Rendezvous& rendezvous, const std::string& occasion);
+
 // How long a roll call waits: long enough for survivors that fail a little later (a member
 // that learns of the failure from a peer), short next to the timeout that ended the collective.
 std::chrono::milliseconds roll_call_bound(std::chrono::milliseconds timeout);

@@ -188,6 +188,20 @@ PYBIND11_MODULE(_C, m) {
       py::call_guard<py::gil_scoped_release>(), py::arg("per_thread"), py::arg("initialised"));
   m.def("register_backend", &register_backend, py::arg("backend"), py::arg("device"),
         py::arg("tag"), py::arg("ranks"));
+  // Python sees a FuncBackend as this subclass of torch's Backend (pybind11 finds the most
+  // derived registered type), with what torch's Python calls on a backend that splits, and its
+  // Options with the transports.
+  py::module_::import("torch._C._distributed_c10d");  // registers torch's Backend and Options
+  auto backend_class =
+      py::class_<FuncBackend, c10d::Backend, c10::intrusive_ptr<FuncBackend>>(m, "FuncBackend")
+          .def("perform_nocolor_split", &FuncBackend::perform_nocolor_split,
+               py::call_guard<py::gil_scoped_release>(), py::arg("device"),
+               "new_group's step on a member outside the new group when the world's device "
+               "communicator splits: joins the split as no part.");
+  py::class_<FuncBackend::Options, c10d::Backend::Options,
+             c10::intrusive_ptr<FuncBackend::Options>>(backend_class, "Options")
+      .def_readonly("transport", &FuncBackend::Options::transport,
+                    "The transport of each communicator formed so far, e.g. 'cpu:shm'.");
   m.def("create_backend", &create_backend, py::call_guard<py::gil_scoped_release>(),
         py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_seconds"),
         py::arg("name"), py::arg("members"),

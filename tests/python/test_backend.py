@@ -394,7 +394,7 @@ def body_bad_input(rank: int, world_size: int) -> list[str]:
         "elements",
     )
     raises(
-        "bitwise on floats", lambda: dist.all_reduce(torch.ones(2), op=dist.ReduceOp.BAND), "band"
+        "bitwise on floats", lambda: dist.all_reduce(torch.ones(2), op=dist.ReduceOp.BAND), "BAND"
     )
     raises(
         "uneven splits",

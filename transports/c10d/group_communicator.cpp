@@ -73,6 +73,7 @@ class GroupCommunicator final : public Communicator {
   int64_t rank() const override { return backend_->rank(); }
   int64_t size() const override { return backend_->size(); }
   std::string backend_name() const override { return backend_->name(); }
+  void set_timeout(std::chrono::milliseconds timeout) override { backend_->set_timeout(timeout); }
 
   Completion all_reduce(const at::Tensor& buffer, ReduceOp reduce_op) override {
     if (buffer.numel() == 0) {
@@ -220,6 +221,7 @@ class BackendCalls final : public GroupCalls {
   int64_t rank() const override { return backend_->getRank(); }
   int64_t size() const override { return backend_->getSize(); }
   std::string name() const override { return backend_->getBackendName(); }
+  void set_timeout(std::chrono::milliseconds timeout) override { backend_->setTimeout(timeout); }
 
   Work allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override {
     return backend_->allreduce(tensors, opts);

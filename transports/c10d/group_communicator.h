@@ -10,6 +10,7 @@
 
 #include "transports/communicator.h"
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +46,9 @@ class GroupCalls {
                                    const c10d::ReduceScatterOptions& opts);
   // False: reduce goes through all-reduce (only the root's result is kept).
   virtual bool has_reduce() const { return true; }
+  // The group's timeout for later collectives (c10d's setTimeout); a group reached through
+  // Python methods keeps its own.
+  virtual void set_timeout(std::chrono::milliseconds timeout) {}
 };
 
 std::shared_ptr<Communicator> make_group_communicator(std::unique_ptr<GroupCalls> calls);

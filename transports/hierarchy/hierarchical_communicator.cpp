@@ -168,6 +168,14 @@ class HierarchicalCommunicator final : public Communicator {
   int64_t rank() const override { return rank_; }
   int64_t size() const override { return static_cast<int64_t>(placement_.host_of.size()); }
   std::string backend_name() const override { return "shm+gloo"; }
+  void set_timeout(std::chrono::milliseconds timeout) override {
+    local_->set_timeout(timeout);
+    rail_->set_timeout(timeout);
+    flat_->set_timeout(timeout);
+    if (rail_link_) {
+      rail_link_->set_timeout(timeout);
+    }
+  }
 
   // Outputs, snapshots and user tensors come from the host's symmetric memory, as on one host:
   // blocks touched once and reused (no page faults), read and written in place by the host's

@@ -226,7 +226,7 @@ RailLink::RailLink(const Rendezvous& rendezvous, std::string name, std::vector<i
       members_(rendezvous.members),
       name_(std::move(name)),
       sockets_(std::move(sockets)),
-      timeout_(rendezvous.timeout),
+      timeout_ms_(rendezvous.timeout.count()),
       inbox_(sockets_.size()) {}
 
 RailLink::~RailLink() {
@@ -307,7 +307,8 @@ void RailLink::exchange(const at::Tensor& buffer,
     }
     return least;
   };
-  const auto deadline = Clock::now() + timeout_;
+  const std::chrono::milliseconds timeout(timeout_ms_.load(std::memory_order_relaxed));
+  const auto deadline = Clock::now() + timeout;
   std::vector<pollfd> ready;
   std::vector<int64_t> peer_of;
   while (open > 0) {
@@ -335,7 +336,7 @@ void RailLink::exchange(const at::Tensor& buffer,
       }
       TORCH_CHECK(false, "between hosts (", name_, "): ", who.str(),
                   " did not take part in the collective within C10D_FUNC_TIMEOUT (",
-                  static_cast<double>(timeout_.count()) / 1000.0, " s)");
+                  static_cast<double>(timeout.count()) / 1000.0, " s)");
     }
     for (size_t i = 0; i < ready.size(); ++i) {
       const int64_t p = peer_of[i];

@@ -93,6 +93,7 @@ class ShmCommunicator final : public Communicator {
   int64_t rank() const override { return rank_; }
   int64_t size() const override { return size_; }
   std::string backend_name() const override { return "shm"; }
+  void set_timeout(std::chrono::milliseconds timeout) override { sync_.set_timeout(timeout); }
 
   // Large inputs are always read after the op returns; a small one only when its collective is
   // queued, which the collective's own method decides (and then keeps a copy: `kept`).

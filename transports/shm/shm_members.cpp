@@ -18,7 +18,7 @@ Members::Members(Communicator& owner, char* base, const Rendezvous& rendezvous)
       size_(rendezvous.size),
       members_(rendezvous.members),
       group_(rendezvous.group),
-      timeout_(rendezvous.timeout) {}
+      timeout_ms_(rendezvous.timeout.count()) {}
 
 std::string Members::name_of(int64_t member) const {
   return "rank " + std::to_string(members_[member]);
@@ -77,7 +77,8 @@ void Members::wait_for(int64_t member, uint64_t step, const char* op) {
     }
     std::this_thread::yield();
   }
-  const auto deadline = Clock::now() + timeout_;
+  const std::chrono::milliseconds timeout(timeout_ms_.load(std::memory_order_relaxed));
+  const auto deadline = Clock::now() + timeout;
   while (true) {
     peer.sleepers.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t seen = peer.wake.load(std::memory_order_seq_cst);
@@ -96,9 +97,10 @@ void Members::wait_for(int64_t member, uint64_t step, const char* op) {
                    ") exited during the collective");
     }
     if (Clock::now() > deadline) {
-      fail(op, name_of(member) + " did not reach the collective within C10D_FUNC_TIMEOUT (" +
-                   std::to_string(timeout_.count() / 1000.0) +
-                   " s); it may have skipped it, called collectives in another order, or hung");
+      fail(op, name_of(member) + " did not reach the collective within the timeout (" +
+                   std::to_string(timeout.count() / 1000.0) +
+                   " s: the group's, or C10D_FUNC_TIMEOUT); it may have skipped it, called "
+                   "collectives in another order, or hung");
     }
   }
 }

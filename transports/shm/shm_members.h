@@ -15,6 +15,7 @@
 #include "transports/rendezvous.h"
 #include "transports/shm/shm_layout.h"
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -46,6 +47,8 @@ class Members {
   void publish_failure(const std::string& why);
   // "rank 3": a member by its global rank, for messages.
   std::string name_of(int64_t member) const;
+  // Bounds the waits of the collectives that start from now on (any thread may call it).
+  void set_timeout(std::chrono::milliseconds timeout) { timeout_ms_.store(timeout.count()); }
 
  private:
   void wait_for(int64_t member, uint64_t step, const char* op);
@@ -57,7 +60,7 @@ class Members {
   int64_t size_;
   std::vector<int64_t> members_;  // global ranks, for messages
   std::string group_;             // "tag='x', chunk [0, 1]", for messages
-  std::chrono::milliseconds timeout_;
+  std::atomic<int64_t> timeout_ms_;
 
   uint64_t steps_ = 0;
   uint64_t collectives_ = 0;

@@ -1,0 +1,238 @@
+// FuncBackend's group-level methods (func_backend.h): its communicators and Works, timeouts,
+// torch's Backend.Options, split and merge, the device step of split_group, and
+// monitored_barrier. The collectives and messages are in func_backend.cpp.
+#include "backend/func_backend.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include "backend/call_helpers.h"
+#include "backend/func_work.h"
+#include "backend/monitored_barrier.h"
+#include "backend/op_deadline.h"
+#include "ops/group_registry.h"
+#include "ops/world.h"
+#include "transports/rank_format.h"
+#include "transports/solo/solo_communicator.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace c10d_func {
+
+using namespace backend_detail;
+
+FuncBackend::FuncBackend(FuncBackendOptions options)
+    : Backend(static_cast<int>(options.rank), static_cast<int>(options.size)),
+      options_(std::move(options)),
+      timeout_ms_(options_.timeout.count()),
+      tag_("ptd:" + options_.name),
+      group_(std::make_shared<const std::string>("process group '" + options_.name + "' (ranks " +
+                                                 format_ranks(options_.members) + ")")),
+      point_to_point_(options_.store, options_.rank, options_.members, options_.timeout, *group_) {
+  TORCH_CHECK(static_cast<int64_t>(options_.members.size()) == options_.size, kPrefix, "group '",
+              options_.name, "' lists ", options_.members.size(), " global ranks for a group of ",
+              options_.size);
+  // Every member is creating the group right now, so its CPU communicator forms here: a missing
+  // member fails the group's creation (naming it) instead of its first collective.
+  (void)communicator(c10::Device(c10::kCPU), "init_process_group");
+}
+
+std::string FuncBackend::describe(std::string_view op) const {
+  return std::string(op) + " on " + *group_;
+}
+
+std::shared_ptr<Communicator> FuncBackend::communicator(c10::Device device, std::string_view op) {
+  const std::pair<int, int> key{static_cast<int>(device.type()),
+                                device.is_cpu() ? -1 : static_cast<int>(device.index())};
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& slot = communicators_[key];
+  if (!slot) {
+    std::ostringstream prefix;
+    prefix << "c10d_func/" << device << "/";
+    Rendezvous rendezvous;
+    rendezvous.store =
+        c10::make_intrusive<c10d::PrefixStore>(prefix.str(), private_connection(options_.store));
+    rendezvous.rank = options_.rank;
+    rendezvous.size = options_.size;
+    rendezvous.members = options_.members;
+    rendezvous.group = "process group '" + options_.name + "'";
+    rendezvous.timeout = timeout();
+    rendezvous.device = device;
+    auto& registry = GroupRegistry::instance();
+    const Transport transport = registry.transport_for(op, device.type(), tag_);
+    slot = options_.size == 1 && !transport.forced ? make_solo_communicator()
+                                                   : form_communicator(op, transport, rendezvous);
+    // The functional ops called with this group find this communicator under the group's tag.
+    registry.register_communicator(device.type(), tag_, options_.members, slot);
+  }
+  TORCH_CHECK(!slot->failed(), kPrefix, describe(op), ": the group is unusable after an earlier ",
+              "failure (", slot->failure().value_or(""), "); its members are out of step. Create ",
+              "a new group");
+  return slot;
+}
+
+void FuncBackend::adopt(c10::Device device, std::shared_ptr<Communicator> communicator) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  communicators_[{static_cast<int>(device.type()), device.is_cpu() ? -1 : device.index()}] =
+      communicator;
+  GroupRegistry::instance().register_communicator(device.type(), tag_, options_.members,
+                                                  std::move(communicator));
+}
+
+std::vector<std::pair<c10::Device, std::shared_ptr<Communicator>>> FuncBackend::communicators() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::pair<c10::Device, std::shared_ptr<Communicator>>> formed;
+  for (const auto& [key, communicator] : communicators_) {
+    if (communicator) {
+      formed.emplace_back(c10::Device(static_cast<c10::DeviceType>(key.first),
+                                      static_cast<c10::DeviceIndex>(key.second)),
+                          communicator);
+    }
+  }
+  return formed;
+}
+
+c10::intrusive_ptr<c10d::Work> FuncBackend::work(c10d::OpType type, std::string_view op,
+                                                 const std::shared_ptr<Communicator>& communicator,
+                                                 Completion done, std::vector<at::Tensor> outputs,
+                                                 std::chrono::milliseconds op_timeout,
+                                                 int source_rank) {
+  const uint64_t sequence = issued_.fetch_add(1, std::memory_order_relaxed);
+  if (op_timeout != c10d::kUnsetTimeout && communicator && done->devices().empty()) {
+    OpDeadline deadline;
+    deadline.timeout = op_timeout;
+    deadline.what = describe(op);
+    deadline.roll_call.store = own_store("c10d_func/op_timeouts/");
+    deadline.roll_call.rank = options_.rank;
+    deadline.roll_call.size = options_.size;
+    deadline.roll_call.members = options_.members;
+    deadline.roll_call.timeout = op_timeout;
+    deadline.occasion = std::to_string(sequence);
+    deadline.communicator = communicator;
+    done = bounded_by(done, std::move(deadline));
+  }
+  return c10::make_intrusive<FuncWork>(type, op, group_, communicator, done, std::move(outputs),
+                                       source_rank);
+}
+
+void FuncBackend::setTimeout(std::chrono::milliseconds timeout) {
+  TORCH_CHECK(timeout.count() > 0, kPrefix, "set_timeout: the timeout must be positive, got ",
+              timeout.count(), " ms");
+  timeout_ms_.store(timeout.count());
+  // Formed communicators bound their next collectives by it; later ones form with it.
+  for (auto& [device, communicator] : communicators()) {
+    communicator->set_timeout(timeout);
+  }
+  point_to_point_.set_timeout(timeout);
+}
+
+c10::intrusive_ptr<c10d::Backend::Options> FuncBackend::getBackendOptions() {
+  auto options = c10::make_intrusive<Options>();
+  options->timeout = timeout();
+  options->group_name = options_.name;
+  options->group_desc = getGroupDesc();
+  options->global_ranks_in_group.assign(options_.members.begin(), options_.members.end());
+  std::ostringstream transport;
+  for (const auto& [device, communicator] : communicators()) {
+    transport << (transport.tellp() > 0 ? "," : "") << device.type() << ":"
+              << communicator->backend_name();
+  }
+  options->transport = transport.str();
+  return options;
+}
+
+c10::intrusive_ptr<c10d::Store> FuncBackend::own_store(const std::string& prefix) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!own_connection_) {
+    own_connection_ = private_connection(options_.store);
+  }
+  return c10::make_intrusive<c10d::PrefixStore>(prefix, own_connection_);
+}
+
+c10::intrusive_ptr<c10d::Backend> FuncBackend::split(
+    const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+    const c10::intrusive_ptr<c10d::Backend::Options>& opts) {
+  for (int rank : ranks) {
+    TORCH_CHECK(rank >= 0 && rank < options_.size, kPrefix, "split: rank ", rank,
+                " is not a rank of process group '", options_.name, "' (its ranks are 0..",
+                options_.size - 1, ")");
+  }
+  const auto mine = std::find(ranks.begin(), ranks.end(), static_cast<int>(options_.rank));
+  if (mine == ranks.end()) {
+    split_device_communicators(*this, nullptr, -1, 0);
+    return nullptr;
+  }
+  FuncBackendOptions child;
+  child.store = store;
+  child.rank = mine - ranks.begin();
+  child.size = static_cast<int64_t>(ranks.size());
+  child.timeout = opts ? opts->timeout : timeout();
+  child.name = opts && !opts->group_name.empty()
+                   ? opts->group_name
+                   : options_.name +
+                         ":split:" + format_ranks(std::vector<int64_t>(ranks.begin(), ranks.end()));
+  for (int rank : ranks) {
+    child.members.push_back(options_.members[rank]);
+  }
+  auto backend = c10::make_intrusive<FuncBackend>(std::move(child));
+  // Disjoint parts have distinct smallest ranks: the part's color on every member.
+  split_device_communicators(*this, backend.get(), *std::min_element(ranks.begin(), ranks.end()),
+                             mine - ranks.begin());
+  return backend;
+}
+
+c10::intrusive_ptr<c10d::Backend> FuncBackend::merge(
+    const c10::intrusive_ptr<c10d::Store>& store,
+    const c10::intrusive_ptr<c10d::Backend::Options>& opts, const int& rank, const int& size) {
+  FuncBackendOptions merged;
+  merged.store = store;
+  merged.rank = rank;
+  merged.size = size;
+  merged.timeout = opts ? opts->timeout : timeout();
+  merged.name = opts && !opts->group_name.empty() ? opts->group_name : options_.name + ":merge";
+  // The merged group's members are numbered by the store that merges them, not by this world.
+  for (int r = 0; r < size; ++r) {
+    merged.members.push_back(r);
+  }
+  return c10::make_intrusive<FuncBackend>(std::move(merged));
+}
+
+void FuncBackend::perform_nocolor_split(c10::Device device) {
+  for (auto& [formed, communicator] : communicators()) {
+    if (formed == device) {
+      (void)communicator->split(-1, 0);
+    }
+  }
+}
+
+void FuncBackend::eagerConnectSingleDevice(at::Device device) {
+  (void)communicator(device, "eager_connect_single_device");
+}
+
+void FuncBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
+  const auto timeout = opts.timeout == c10d::kUnsetTimeout ? this->timeout() : opts.timeout;
+  TORCH_CHECK(timeout.count() > 0, kPrefix, "monitored_barrier: the timeout must be positive, got ",
+              timeout.count(), " ms");
+  const uint64_t call = monitored_barriers_.fetch_add(1);
+  monitored_barrier(own_store("c10d_func/monitored_barrier/" + std::to_string(call) + "/"),
+                    options_.rank, options_.members, timeout, this->timeout(), waitAllRanks);
+}
+
+void split_device_communicators(FuncBackend& parent, FuncBackend* child, int64_t color,
+                                int64_t key) {
+  for (auto& [device, communicator] : parent.communicators()) {
+    if (device.is_cpu()) {
+      continue;  // the child formed its own among its members (shm and Gloo cannot split)
+    }
+    auto part = communicator->split(child ? color : -1, key);
+    if (child && part) {
+      child->adopt(device, std::move(part));
+    }
+  }
+}
+
+FuncBackend* as_func_backend(const c10::intrusive_ptr<c10d::Backend>& backend) {
+  return dynamic_cast<FuncBackend*>(backend.get());
+}
+
+}  // namespace c10d_func
