@@ -96,9 +96,9 @@ void check_like(std::string_view op, const at::Tensor& tensor, const at::Tensor&
                 std::string_view argument, int64_t expected_numel, size_t index) {
   check_dense(op, tensor, argument);
   TORCH_CHECK(tensor.scalar_type() == like.scalar_type() && tensor.device() == like.device(),
-              kPrefix, op, ": invalid tensor type at index ", index, " (expected ",
-              like.scalar_type(), " on ", like.device(), ", got ", tensor.scalar_type(), " on ",
-              tensor.device(), "; argument '", argument, "')");
+              kPrefix, op, ": invalid tensor type at index ", index, " (expected dtype ",
+              like.scalar_type(), " on ", like.device(), ", got dtype ", tensor.scalar_type(),
+              " on ", tensor.device(), "; argument '", argument, "')");
   TORCH_CHECK(tensor.numel() == expected_numel, kPrefix, op, ": invalid tensor size at index ",
               index, " (expected ", expected_numel, " elements, got ", tensor.numel(),
               "; argument '", argument, "')");
@@ -149,6 +149,31 @@ Completion scatter_into(const Completion& done, const at::Tensor& gathered,
       offset += target.numel();
     }
   });
+}
+
+std::vector<at::Tensor> root_list(std::string_view op,
+                                  const std::vector<std::vector<at::Tensor>>& lists,
+                                  const at::Tensor& like, std::string_view side, bool is_root,
+                                  int64_t members) {
+  if (!is_root) {
+    TORCH_CHECK(lists.empty() || (lists.size() == 1 && lists[0].empty()), kPrefix, op,
+                ": requires empty ", side, " on non-root (only the root passes ", side,
+                " tensors)");
+    return {};
+  }
+  // Gloo's words, capitalised as it writes them ("Incorrect output list size").
+  const std::string capitalised =
+      std::string(1, static_cast<char>(std::toupper(side[0]))) + std::string(side.substr(1));
+  TORCH_CHECK(lists.size() == 1, kPrefix, op, ": requires a single-element ", side,
+              " list containing a list with ", members, " tensors (got ", lists.size(), " lists)");
+  TORCH_CHECK(static_cast<int64_t>(lists[0].size()) == members, kPrefix, op, ": Incorrect ", side,
+              " list size ", lists[0].size(), ". ", capitalised, " list size should be ", members,
+              ", same as size of the process group.");
+  const std::string argument = std::string(side) + "_tensors";
+  for (size_t i = 0; i < lists[0].size(); ++i) {
+    check_like(op, lists[0][i], like, argument, like.numel(), i);
+  }
+  return lists[0];
 }
 
 std::vector<int64_t> row_splits(std::string_view op, std::vector<int64_t> sizes,

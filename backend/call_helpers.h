@@ -60,6 +60,13 @@ Completion settle(const Completion& done, std::vector<std::pair<at::Tensor, at::
 Completion scatter_into(const Completion& done, const at::Tensor& gathered,
                         std::vector<at::Tensor> targets);
 
+// gather's outputs / scatter's inputs (`side`: "output", "input"): on the root one list of one
+// tensor like `like` per member of a group of `members`, returned; elsewhere nothing (empty).
+std::vector<at::Tensor> root_list(std::string_view op,
+                                  const std::vector<std::vector<at::Tensor>>& lists,
+                                  const at::Tensor& like, std::string_view side, bool is_root,
+                                  int64_t members);
+
 // all_to_all's split sizes of `argument` (dim-0 rows, one per member of a group of `members`),
 // checked against `tensor`; none means equal parts.
 std::vector<int64_t> row_splits(std::string_view op, std::vector<int64_t> sizes,

@@ -213,23 +213,8 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::gather(std::vector<std::vector<at::T
   const at::Tensor& input =
       single(kOp, inputs, "input_tensors", "requires a single-element input tensor list");
   const bool is_root = opts.rootRank == options_.rank;
-  std::vector<at::Tensor> targets;
-  if (is_root) {
-    TORCH_CHECK(outputs.size() == 1, kPrefix, kOp,
-                ": requires a single-element output list containing a list with ", options_.size,
-                " tensors. (got ", outputs.size(), " lists)");
-    TORCH_CHECK(static_cast<int64_t>(outputs[0].size()) == options_.size, kPrefix, kOp,
-                ": Incorrect output list size ", outputs[0].size(), ". Output list size should be ",
-                options_.size, ", same as size of the process group.");
-    for (size_t i = 0; i < outputs[0].size(); ++i) {
-      check_like(kOp, outputs[0][i], input, "output_tensors", input.numel(), i);
-    }
-    targets = outputs[0];
-  } else {
-    TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()), kPrefix, kOp,
-                ": requires empty output on non-root (this is rank ", options_.rank,
-                ", the root is ", opts.rootRank, ")");
-  }
+  const std::vector<at::Tensor> targets =
+      root_list(kOp, outputs, input, "output", is_root, options_.size);
   auto comm = communicator(input.device(), kOp);
   at::Tensor gathered = at::empty({is_root ? options_.size * input.numel() : 0}, input.options());
   auto done =
@@ -245,24 +230,10 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::scatter(std::vector<at::Tensor>& out
   const at::Tensor& output =
       single(kOp, outputs, "output_tensors", "requires a single-element output tensor list");
   const bool is_root = opts.rootRank == options_.rank;
-  at::Tensor packed;
-  if (is_root) {
-    TORCH_CHECK(inputs.size() == 1, kPrefix, kOp,
-                ": requires a single-element input list containing a list with ", options_.size,
-                " tensors (got ", inputs.size(), " lists)");
-    TORCH_CHECK(static_cast<int64_t>(inputs[0].size()) == options_.size, kPrefix, kOp,
-                ": Incorrect input list size ", inputs[0].size(), ". Input list size should be ",
-                options_.size, ", same as size of the process group.");
-    for (size_t i = 0; i < inputs[0].size(); ++i) {
-      check_like(kOp, inputs[0][i], output, "input_tensors", output.numel(), i);
-    }
-    packed = concatenated(inputs[0], output);
-  } else {
-    TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()), kPrefix, kOp,
-                ": requires empty input on non-root (this is rank ", options_.rank,
-                ", the root is ", opts.rootRank, ")");
-    packed = at::empty({0}, output.options());
-  }
+  const std::vector<at::Tensor> pieces =
+      root_list(kOp, inputs, output, "input", is_root, options_.size);
+  const at::Tensor packed =
+      is_root ? concatenated(pieces, output) : at::empty({0}, output.options());
   auto comm = communicator(output.device(), kOp);
   at::Tensor buffer = flat(output, /*fill=*/false);
   auto done = settle(comm->scatter(buffer, packed, opts.rootRank), {{output, buffer}});
