@@ -96,6 +96,42 @@ void register_backend(c10::intrusive_ptr<c10d::Backend> backend, const std::stri
   registry.register_communicator(type, tag, std::move(ranks), make_backend_communicator(backend));
 }
 
+// The pybind11 holder of a FuncBackend: drops its reference with the GIL released, as torch's
+// holder for its own backends does. A backend's destructor joins its communicators' progress
+// threads, and a thread's last completion may release tensors Python owns, which takes the GIL:
+// holding it while joining would deadlock (destroy_process_group would hang).
+template <typename T>
+class ReleasedWithoutGil {
+ public:
+  ReleasedWithoutGil() = default;
+  ReleasedWithoutGil(const ReleasedWithoutGil&) = default;
+  ReleasedWithoutGil(ReleasedWithoutGil&&) noexcept = default;
+  ReleasedWithoutGil& operator=(const ReleasedWithoutGil&) = default;
+  ReleasedWithoutGil& operator=(ReleasedWithoutGil&&) noexcept = default;
+  explicit ReleasedWithoutGil(T* target)
+      : target_(c10::intrusive_ptr<T>::unsafe_steal_from_new(target)) {}
+  ~ReleasedWithoutGil() {
+    if (target_ && PyGILState_Check()) {
+      py::gil_scoped_release released;
+      target_.reset();
+    }
+  }
+  T* get() const noexcept { return target_.get(); }
+
+ private:
+  // The only member: pybind11 also builds this holder from a c10::intrusive_ptr<T> (what the
+  // functions return), as torch's own holder, by layout.
+  c10::intrusive_ptr<T> target_;
+};
+
+}  // namespace
+}  // namespace c10d_func
+
+PYBIND11_DECLARE_HOLDER_TYPE(T, c10d_func::ReleasedWithoutGil<T>, true)
+
+namespace c10d_func {
+namespace {
+
 c10::intrusive_ptr<c10d::Backend> create_backend(c10::intrusive_ptr<c10d::Store> store,
                                                  int64_t rank, int64_t size, double timeout_seconds,
                                                  std::string name, std::vector<int64_t> members) {
@@ -193,7 +229,7 @@ PYBIND11_MODULE(_C, m) {
   // Options with the transports.
   py::module_::import("torch._C._distributed_c10d");  // registers torch's Backend and Options
   auto backend_class =
-      py::class_<FuncBackend, c10d::Backend, c10::intrusive_ptr<FuncBackend>>(m, "FuncBackend")
+      py::class_<FuncBackend, c10d::Backend, ReleasedWithoutGil<FuncBackend>>(m, "FuncBackend")
           .def("perform_nocolor_split", &FuncBackend::perform_nocolor_split,
                py::call_guard<py::gil_scoped_release>(), py::arg("device"),
                "new_group's step on a member outside the new group when the world's device "
