@@ -166,7 +166,8 @@ class FuncBackend final : public c10d::Backend {
 
   FuncBackendOptions options_;
   std::atomic<int64_t> timeout_ms_;
-  // Collectives issued so far (the same count on every member: they issue in one order), and
+  // Collectives issued so far (the same count on every member: they issue in one order; messages
+  // are not counted), and
   // monitored barriers: names for the store keys of a call's roll call and of each barrier.
   std::atomic<uint64_t> issued_{0};
   std::atomic<uint64_t> monitored_barriers_{0};

@@ -97,7 +97,8 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::work(c10d::OpType type, std::string_
                                                  Completion done, std::vector<at::Tensor> outputs,
                                                  std::chrono::milliseconds op_timeout,
                                                  int source_rank) {
-  const uint64_t sequence = issued_.fetch_add(1, std::memory_order_relaxed);
+  // Messages (no communicator) involve two members only: they do not count.
+  const uint64_t sequence = communicator ? issued_.fetch_add(1, std::memory_order_relaxed) : 0;
   if (op_timeout != c10d::kUnsetTimeout && communicator && done->devices().empty()) {
     OpDeadline deadline;
     deadline.timeout = op_timeout;

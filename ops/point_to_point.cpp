@@ -93,6 +93,25 @@ Completion PointToPoint::recv(const at::Tensor& tensor, int64_t peer, int64_t ta
   return post(tensor, peer, rank_, tag);
 }
 
+void PointToPoint::set_timeout(std::chrono::milliseconds timeout) {
+  timeout_ms_.store(timeout.count());
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [key, channel] : channels_) {
+    {
+      // A channel's rendezvous and communicator belong to its thread: the change is a task
+      // there, so it applies to the messages posted after this call.
+      std::lock_guard<std::mutex> channel_lock(channel->mutex);
+      channel->tasks.push_back([channel = channel.get(), timeout] {
+        channel->rendezvous.timeout = timeout;
+        if (channel->communicator) {
+          channel->communicator->set_timeout(timeout);
+        }
+      });
+    }
+    channel->wake.notify_one();
+  }
+}
+
 Completion PointToPoint::post(const at::Tensor& tensor, int64_t sender, int64_t receiver,
                               int64_t tag) {
   const c10::Device device = tensor.device();

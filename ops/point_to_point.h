@@ -35,8 +35,8 @@ class PointToPoint {
   // The Completion is done once the message has left (send) or arrived (recv).
   Completion send(const at::Tensor& tensor, int64_t peer, int64_t tag);
   Completion recv(const at::Tensor& tensor, int64_t peer, int64_t tag);
-  // Bounds the channels formed from now on.
-  void set_timeout(std::chrono::milliseconds timeout) { timeout_ms_.store(timeout.count()); }
+  // Bounds the messages posted from now on, on every channel (formed or not).
+  void set_timeout(std::chrono::milliseconds timeout);
 
  private:
   struct Channel;
