@@ -4,8 +4,10 @@
 #include <ATen/ATen.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/accumulate.h>
+#include <c10/util/safe_numerics.h>
 
 #include <algorithm>
+#include <limits>
 #include <sstream>
 #include <vector>
 
@@ -46,16 +48,25 @@ Completion sparse_all_reduce(Communicator& communicator, const at::Tensor& tenso
     own[3 + d] = mine.size(d);
   }
   at::Tensor descriptions = at::empty({size * kDescription}, at::kLong);
-  wait_completion(communicator.all_gather(descriptions, description));
-  TORCH_CHECK(!communicator.failed(), "c10d_func backend: ", what,
-              " failed: ", communicator.failure().value_or(""));
+  const Completion described = communicator.all_gather(descriptions, description);
+  wait_completion(described);
+  if (described->hasError()) {
+    std::rethrow_exception(described->exception_ptr());  // `descriptions` holds nothing then
+  }
 
   // Every member's description comes from a peer: bounded before it sizes anything.
   const auto* all = descriptions.data_ptr<int64_t>();
   int64_t most = 0;
   std::vector<int64_t> entries(size);
-  // A coalesced tensor holds at most one entry per position of its sparse dims.
-  const int64_t most_entries = c10::multiply_integers(mine.sizes().slice(0, sparse_dims));
+  // A coalesced tensor holds at most one entry per position of its sparse dims (a product that
+  // may pass int64: then any count is possible).
+  uint64_t positions = 0;
+  const auto sparse_sizes = mine.sizes().slice(0, sparse_dims);
+  const int64_t most_entries =
+      c10::safe_multiplies_u64(sparse_sizes, &positions) ||
+              positions > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+          ? std::numeric_limits<int64_t>::max()
+          : static_cast<int64_t>(positions);
   for (int64_t m = 0; m < size; ++m) {
     const int64_t* row = all + m * kDescription;
     TORCH_CHECK(std::equal(row, row + 2, own) && std::equal(row + 3, row + 3 + dims, own + 3),

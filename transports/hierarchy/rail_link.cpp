@@ -226,7 +226,7 @@ RailLink::RailLink(const Rendezvous& rendezvous, std::string name, std::vector<i
       members_(rendezvous.members),
       name_(std::move(name)),
       sockets_(std::move(sockets)),
-      timeout_ms_(rendezvous.timeout.count()),
+      timeout_(rendezvous.timeout),
       inbox_(sockets_.size()) {}
 
 RailLink::~RailLink() {
@@ -307,7 +307,7 @@ void RailLink::exchange(const at::Tensor& buffer,
     }
     return least;
   };
-  const std::chrono::milliseconds timeout(timeout_ms_.load(std::memory_order_relaxed));
+  const std::chrono::milliseconds timeout = timeout_.get();
   const auto deadline = Clock::now() + timeout;
   std::vector<pollfd> ready;
   std::vector<int64_t> peer_of;

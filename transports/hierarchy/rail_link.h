@@ -19,8 +19,8 @@
 
 #include "transports/reduce_op.h"
 #include "transports/rendezvous.h"
+#include "transports/shared_timeout.h"
 
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -47,7 +47,7 @@ class RailLink {
   void all_reduce(const at::Tensor& buffer, ReduceOp op);
 
   // Bounds the exchanges that start from now on (any thread may call it).
-  void set_timeout(std::chrono::milliseconds timeout) { timeout_ms_.store(timeout.count()); }
+  void set_timeout(std::chrono::milliseconds timeout) { timeout_.set(timeout); }
 
  private:
   RailLink(const Rendezvous& rendezvous, std::string name, std::vector<int> sockets);
@@ -62,7 +62,7 @@ class RailLink {
   std::vector<int64_t> members_;  // the rail's global ranks, for messages
   std::string name_;              // "rail 0's link", for messages
   std::vector<int> sockets_;      // per member; -1 for this one
-  std::atomic<int64_t> timeout_ms_;
+  SharedTimeout timeout_;
   uint64_t collectives_ = 0;
   // Per member: its payload, kept across collectives (at most a window: rail_link.cpp).
   std::vector<std::vector<char>> inbox_;

@@ -32,6 +32,7 @@
 #include "transports/local_reduce.h"
 #include "transports/nccl/device_sharing.h"
 #include "transports/reduction_staging.h"
+#include "transports/shared_timeout.h"
 
 #include <atomic>
 #include <chrono>
@@ -184,7 +185,7 @@ class NcclCommunicator final : public Communicator,
       : comm_(comm),
         device_(device),
         stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device.index())),
-        timeout_ms_(timeout.count()) {
+        timeout_(timeout) {
     int rank = 0;
     int count = 0;
     ncclCommUserRank(comm_, &rank);
@@ -203,9 +204,7 @@ class NcclCommunicator final : public Communicator,
   int64_t rank() const override { return rank_; }
   int64_t size() const override { return size_; }
   std::string backend_name() const override { return "nccl"; }
-  void set_timeout(std::chrono::milliseconds timeout) override {
-    timeout_ms_.store(timeout.count());
-  }
+  void set_timeout(std::chrono::milliseconds timeout) override { timeout_.set(timeout); }
 
   Completion all_reduce(const at::Tensor& buffer, ReduceOp reduce_op) override {
     if (buffer.numel() == 0) {
@@ -359,7 +358,7 @@ class NcclCommunicator final : public Communicator,
     // (null until then), and the parent's state need not show that job. The slot lives on the
     // heap and is let go of on failure, so a job finishing after we gave up writes no dead stack.
     auto slot = std::make_unique<ncclComm_t>(nullptr);
-    const auto deadline = Clock::now() + timeout();
+    const auto deadline = Clock::now() + timeout_.get();
     // A negative color: this member joins the split call but no part of it.
     const int nccl_color = color < 0 ? NCCL_SPLIT_NOCOLOR : static_cast<int>(color);
     check(ncclCommSplit(comm_, nccl_color, static_cast<int>(key), slot.get(), &config), comm_,
@@ -380,7 +379,7 @@ class NcclCommunicator final : public Communicator,
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     wait_until_ready(child, deadline, "ncclCommSplit");
-    return std::make_shared<NcclCommunicator>(child, device_, timeout());
+    return std::make_shared<NcclCommunicator>(child, device_, timeout_.get());
   }
 
   // The watchdog's verdict: a collective is stuck or NCCL reported an error.
@@ -425,7 +424,7 @@ class NcclCommunicator final : public Communicator,
       }
     }
     c10::cuda::CUDAStreamGuard on_comm_stream(stream_);
-    const auto deadline = Clock::now() + timeout();
+    const auto deadline = Clock::now() + timeout_.get();
     issue(stream_.stream(), deadline);
     auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get(),
                                                          std::vector<c10::Device>{device_});
@@ -444,7 +443,7 @@ class NcclCommunicator final : public Communicator,
     if (c10::cuda::currentStreamCaptureStatusMayInitCtx() == c10::cuda::CaptureStatus::None) {
       auto finished = std::make_shared<c10::Event>(c10::DeviceType::CUDA);
       finished->record(stream_);
-      Watchdog::instance().track(weak_from_this(), finished, Clock::now() + timeout(), op);
+      Watchdog::instance().track(weak_from_this(), finished, Clock::now() + timeout_.get(), op);
     }
     return done;
   }
@@ -505,10 +504,7 @@ class NcclCommunicator final : public Communicator,
   ncclComm_t comm_;
   c10::Device device_;
   c10::cuda::CUDAStream stream_;
-  std::atomic<int64_t> timeout_ms_;  // set_timeout may change it from another thread
-  std::chrono::milliseconds timeout() const {
-    return std::chrono::milliseconds(timeout_ms_.load(std::memory_order_relaxed));
-  }
+  SharedTimeout timeout_;
   int64_t rank_ = 0;
   int64_t size_ = 0;
   std::atomic<bool> aborted_{false};

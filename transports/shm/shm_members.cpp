@@ -18,7 +18,7 @@ Members::Members(Communicator& owner, char* base, const Rendezvous& rendezvous)
       size_(rendezvous.size),
       members_(rendezvous.members),
       group_(rendezvous.group),
-      timeout_ms_(rendezvous.timeout.count()) {}
+      timeout_(rendezvous.timeout) {}
 
 std::string Members::name_of(int64_t member) const {
   return "rank " + std::to_string(members_[member]);
@@ -77,7 +77,7 @@ void Members::wait_for(int64_t member, uint64_t step, const char* op) {
     }
     std::this_thread::yield();
   }
-  const std::chrono::milliseconds timeout(timeout_ms_.load(std::memory_order_relaxed));
+  const std::chrono::milliseconds timeout = timeout_.get();
   const auto deadline = Clock::now() + timeout;
   while (true) {
     peer.sleepers.fetch_add(1, std::memory_order_seq_cst);

@@ -13,9 +13,9 @@
 // Used only by the thread running the communicator's collectives (one at a time, in order).
 #include "transports/communicator.h"
 #include "transports/rendezvous.h"
+#include "transports/shared_timeout.h"
 #include "transports/shm/shm_layout.h"
 
-#include <atomic>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -48,7 +48,7 @@ class Members {
   // "rank 3": a member by its global rank, for messages.
   std::string name_of(int64_t member) const;
   // Bounds the waits of the collectives that start from now on (any thread may call it).
-  void set_timeout(std::chrono::milliseconds timeout) { timeout_ms_.store(timeout.count()); }
+  void set_timeout(std::chrono::milliseconds timeout) { timeout_.set(timeout); }
 
  private:
   void wait_for(int64_t member, uint64_t step, const char* op);
@@ -60,7 +60,7 @@ class Members {
   int64_t size_;
   std::vector<int64_t> members_;  // global ranks, for messages
   std::string group_;             // "tag='x', chunk [0, 1]", for messages
-  std::atomic<int64_t> timeout_ms_;
+  SharedTimeout timeout_;
 
   uint64_t steps_ = 0;
   uint64_t collectives_ = 0;
