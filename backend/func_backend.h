@@ -13,6 +13,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "ops/group_observer.h"
 #include "ops/point_to_point.h"
 #include "transports/communicator.h"
 
@@ -152,6 +153,8 @@ class FuncBackend final : public c10d::Backend {
  private:
   // "all_reduce on process group 'name' (ranks [0, 1])": for errors.
   std::string describe(std::string_view op) const;
+  // How torch's tools name this group's communicator on `device`.
+  GroupIdentity identity(c10::Device device) const;
   // The Work of a call; `op_timeout` is its Options.timeout (kUnsetTimeout: the group's).
   c10::intrusive_ptr<c10d::Work> work(c10d::OpType type, std::string_view op,
                                       const std::shared_ptr<Communicator>& communicator,

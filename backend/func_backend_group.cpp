@@ -10,6 +10,7 @@
 #include "backend/monitored_barrier.h"
 #include "backend/op_deadline.h"
 #include "ops/group_registry.h"
+#include "ops/observed_communicator.h"
 #include "ops/world.h"
 #include "transports/rank_format.h"
 #include "transports/solo/solo_communicator.h"
@@ -60,8 +61,13 @@ std::shared_ptr<Communicator> FuncBackend::communicator(c10::Device device, std:
     rendezvous.device = device;
     auto& registry = GroupRegistry::instance();
     const Transport transport = registry.transport_for(op, device.type(), tag_);
-    slot = options_.size == 1 && !transport.forced ? make_solo_communicator()
-                                                   : form_communicator(op, transport, rendezvous);
+    slot = observed(options_.size == 1 && !transport.forced
+                        ? make_solo_communicator()
+                        : form_communicator(op, transport, rendezvous),
+                    identity(device), timeout());
+    if (device.is_cpu()) {
+      point_to_point_.observe_with(observer_of(slot));  // messages sit beside the collectives
+    }
     // The functional ops called with this group find this communicator under the group's tag.
     registry.register_communicator(device.type(), tag_, options_.members, slot);
   }
@@ -71,7 +77,20 @@ std::shared_ptr<Communicator> FuncBackend::communicator(c10::Device device, std:
   return slot;
 }
 
+GroupIdentity FuncBackend::identity(c10::Device device) const {
+  GroupIdentity identity;
+  // torch's name for the group, so that its entries sit beside those of torch's backends; a
+  // device other than the CPU has its own sequence of collectives, under a name of its own.
+  identity.name = device.is_cpu() ? options_.name : options_.name + "/" + device.str();
+  identity.description = kName;
+  identity.members = options_.members;
+  identity.rank = options_.rank;
+  identity.store = options_.store;
+  return identity;
+}
+
 void FuncBackend::adopt(c10::Device device, std::shared_ptr<Communicator> communicator) {
+  communicator = observed(std::move(communicator), identity(device), timeout());
   std::lock_guard<std::mutex> lock(mutex_);
   communicators_[{static_cast<int>(device.type()), device.is_cpu() ? -1 : device.index()}] =
       communicator;

@@ -13,12 +13,27 @@
 
 namespace c10d_func {
 
-bool debug_checks_enabled() {
-  static const bool enabled = [] {
-    const char* value = std::getenv("C10D_FUNC_DEBUG");
-    return value != nullptr && std::string_view(value) == "DETAIL";
+namespace {
+
+// The variable that turned the check on ("C10D_FUNC_DEBUG"), or nullptr. torch's switch turns
+// it on too: one switch for both.
+const char* debug_switch() {
+  static const char* const name = []() -> const char* {
+    for (const char* candidate : {"C10D_FUNC_DEBUG", "TORCH_DISTRIBUTED_DEBUG"}) {
+      const char* value = std::getenv(candidate);
+      if (value != nullptr && std::string_view(value) == "DETAIL") {
+        return candidate;
+      }
+    }
+    return nullptr;
   }();
-  return enabled;
+  return name;
+}
+
+}  // namespace
+
+bool debug_checks_enabled() {
+  return debug_switch() != nullptr;
 }
 
 namespace {
@@ -99,7 +114,7 @@ void check_members_agree(std::string_view op, const World& world, const std::str
     agree = unpaired.empty();
   }
   TORCH_CHECK(agree, "c10d_func.", op, ": the members of chunk ", chunk.describe(), " (tag='", tag,
-              "') disagree on collective #", number, " (C10D_FUNC_DEBUG=DETAIL):", calls.str(),
+              "') disagree on collective #", number, " (", debug_switch(), "=DETAIL):", calls.str(),
               unpaired);
 }
 

@@ -24,6 +24,18 @@ bool partitions_world(const GroupSpec& spec, int64_t world_size) {
 
 }  // namespace
 
+GroupIdentity chunk_identity(c10::Device device, const std::string& tag, const Chunk& chunk) {
+  GroupIdentity identity;
+  identity.name = "c10d_func/" + device.str() + "/" + tag + "/" + chunk.describe();
+  identity.description = "c10d_func";
+  identity.members = chunk.members;
+  identity.rank = chunk.index;
+  if (auto world = GroupRegistry::instance().current_world(); world && !world->per_thread) {
+    identity.store = world->store;
+  }
+  return identity;
+}
+
 std::shared_ptr<Communicator> GroupRegistry::communicator(std::string_view op, c10::Device device,
                                                           const GroupSpec& spec,
                                                           const Chunk& chunk) {
@@ -119,7 +131,8 @@ void GroupRegistry::split_world(std::string_view op, c10::Device device, const G
   }
   std::lock_guard<std::mutex> creating(slot->mutex);
   if (!slot->communicator) {  // a chunk formed earlier by its members keeps its communicator
-    slot->communicator = std::move(child);
+    slot->communicator =
+        observed(std::move(child), chunk_identity(device, spec.tag, chunk), collective_timeout());
     slot->origin = "split";
   }
 }
@@ -147,7 +160,8 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
     return slot->communicator;
   }
   if (chunk.size() == 1 && !transport.forced) {
-    slot->communicator = make_solo_communicator();
+    slot->communicator = observed(make_solo_communicator(), chunk_identity(device, tag, chunk),
+                                  collective_timeout());
     slot->origin = "created";
     return slot->communicator;
   }
@@ -165,7 +179,8 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
   rendezvous.timeout = collective_timeout();
   rendezvous.deadline = std::chrono::steady_clock::now() + rendezvous.timeout;
   rendezvous.device = device;
-  slot->communicator = form_communicator(op, transport, rendezvous);
+  slot->communicator = observed(form_communicator(op, transport, rendezvous),
+                                chunk_identity(device, tag, chunk), rendezvous.timeout);
   slot->origin = "created";
   std::lock_guard<std::mutex> lock(impl().mutex);
   impl().generations[key] = generation + 1;

@@ -190,10 +190,13 @@ void GroupRegistry::register_communicator(c10::DeviceType device, const std::str
                                           std::vector<int64_t> members,
                                           std::shared_ptr<Communicator> communicator) {
   auto slot = std::make_shared<Slot>();
-  slot->communicator = std::move(communicator);
   slot->origin = "registered";
   Chunk chunk;
   chunk.members = std::move(members);
+  chunk.index = communicator->rank();
+  slot->communicator =
+      observed(std::move(communicator), chunk_identity(c10::Device(device), tag, chunk),
+               collective_timeout());
   // A bound group serves every device index of its type (a ProcessGroup picks its own device).
   {
     std::lock_guard<std::mutex> lock(impl().mutex);
@@ -222,6 +225,7 @@ std::vector<GroupInfo> GroupRegistry::groups() {
     info.origin = slot->origin;
     info.failure = slot->communicator->failure();
     info.memory = slot->communicator->memory_stats();
+    info.activity = slot->communicator->activity();
     infos.push_back(std::move(info));
   }
   return infos;

@@ -10,6 +10,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include "ops/group_spec.h"
+#include "ops/observed_communicator.h"
 #include "ops/resolved_group.h"
 #include "ops/world.h"
 #include "transports/communicator.h"
@@ -43,7 +44,12 @@ struct GroupInfo {
   std::string origin;  // "created", "split" or "registered"
   std::optional<std::string> failure;
   std::vector<std::pair<std::string, int64_t>> memory;  // the transport's memory counters
+  std::optional<Activity> activity;                     // what it has done (group_observer.h)
 };
+
+// How torch's tools name the chunk's group on `device` under `tag` (the same on every member):
+// "c10d_func/cpu/<tag>/[0, 1]".
+GroupIdentity chunk_identity(c10::Device device, const std::string& tag, const Chunk& chunk);
 
 // Forms a communicator of `transport` among the members of `rendezvous` (its store already
 // prefixed for this group). Each member announces itself first, so a rendezvous that fails names

@@ -52,6 +52,8 @@ MessageRoute message_route(std::string_view op, std::string_view tag, c10::Array
   auto channels = std::make_shared<PointToPoint>(
       c10::make_intrusive<c10d::PrefixStore>(prefix, world.store), group->chunk.index,
       group->chunk.members, collective_timeout(), group->describe());
+  channels->observe_with(std::make_shared<GroupObserver>(
+      chunk_identity(c10::Device(c10::kCPU), group->spec.tag, group->chunk)));
   MessageRoute route{std::move(group), std::move(channels)};
   state.routes.emplace(std::move(key), route);
   return route;

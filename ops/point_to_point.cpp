@@ -72,7 +72,7 @@ PointToPoint::PointToPoint(c10::intrusive_ptr<c10d::Store> store, int64_t rank,
     : store_(std::move(store)),
       rank_(rank),
       members_(std::move(members)),
-      timeout_ms_(timeout.count()),
+      timeout_(timeout),
       group_(std::move(group)) {}
 
 PointToPoint::~PointToPoint() {
@@ -86,15 +86,27 @@ PointToPoint::~PointToPoint() {
 }
 
 Completion PointToPoint::send(const at::Tensor& tensor, int64_t peer, int64_t tag) {
-  return post(tensor, rank_, peer, tag);
+  return observed_post(tensor, rank_, peer, tag);
 }
 
 Completion PointToPoint::recv(const at::Tensor& tensor, int64_t peer, int64_t tag) {
-  return post(tensor, peer, rank_, tag);
+  return observed_post(tensor, peer, rank_, tag);
+}
+
+Completion PointToPoint::observed_post(const at::Tensor& tensor, int64_t sender, int64_t receiver,
+                                       int64_t tag) {
+  if (!observer_) {
+    return post(tensor, sender, receiver, tag);
+  }
+  const bool sending = sender == rank_;
+  // The channel's transport is known only once its thread has formed it.
+  return observer_->observe(
+      {"c10d_func", sending ? "send" : "recv", tensor, tensor, sending ? receiver : sender},
+      [&] { return post(tensor, sender, receiver, tag); });
 }
 
 void PointToPoint::set_timeout(std::chrono::milliseconds timeout) {
-  timeout_ms_.store(timeout.count());
+  timeout_.set(timeout);
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [key, channel] : channels_) {
     {
@@ -129,7 +141,7 @@ Completion PointToPoint::post(const at::Tensor& tensor, int64_t sender, int64_t 
       rendezvous.group = group_ + ", messages rank " + std::to_string(rendezvous.members[0]) +
                          " -> rank " + std::to_string(rendezvous.members[1]) + " tag " +
                          std::to_string(tag);
-      rendezvous.timeout = std::chrono::milliseconds(timeout_ms_.load());
+      rendezvous.timeout = timeout_.get();
       rendezvous.device = device;
       std::ostringstream prefix;
       prefix << "c10d_func/p2p/" << sender << "->" << receiver << "/" << tag << "/" << device

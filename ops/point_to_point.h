@@ -11,9 +11,10 @@
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "ops/group_observer.h"
 #include "transports/communicator.h"
+#include "transports/shared_timeout.h"
 
-#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -37,16 +38,21 @@ class PointToPoint {
   Completion recv(const at::Tensor& tensor, int64_t peer, int64_t tag);
   // Bounds the messages posted from now on, on every channel (formed or not).
   void set_timeout(std::chrono::milliseconds timeout);
+  // Shows every message from now on to torch's tools as one of `observer`'s group (set once,
+  // before the first message).
+  void observe_with(std::shared_ptr<GroupObserver> observer) { observer_ = std::move(observer); }
 
  private:
   struct Channel;
   Completion post(const at::Tensor& tensor, int64_t sender, int64_t receiver, int64_t tag);
+  Completion observed_post(const at::Tensor& tensor, int64_t sender, int64_t receiver, int64_t tag);
 
   c10::intrusive_ptr<c10d::Store> store_;
   int64_t rank_;
   std::vector<int64_t> members_;
-  std::atomic<int64_t> timeout_ms_;  // set_timeout may change it
+  SharedTimeout timeout_;
   std::string group_;
+  std::shared_ptr<GroupObserver> observer_;
   std::mutex mutex_;
   // (sender, receiver, tag, device type, device index)
   std::map<std::tuple<int64_t, int64_t, int64_t, int, int>, std::shared_ptr<Channel>> channels_;

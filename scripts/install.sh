@@ -17,6 +17,8 @@ command -v clang-format >/dev/null || missing+=(clang-format)
 python3 -c "import venv, ensurepip" 2>/dev/null || missing+=(python3-venv)
 # Gloo's headers (torch's wheel has none): the Gloo transport is then made in C++.
 [ -f /usr/include/gloo/algorithm.h ] || missing+=(libgloo-dev)
+# nlohmann/json, which torch's flight recorder header includes and torch's wheel does not ship.
+[ -f /usr/include/nlohmann/json.hpp ] || missing+=(nlohmann-json3-dev)
 if ((${#missing[@]})); then
   sudo=""
   [ "$(id -u)" = 0 ] || sudo="sudo"

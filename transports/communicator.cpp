@@ -1,7 +1,9 @@
 // Completion helpers and the failure flag shared by every Communicator; see communicator.h.
 #include "transports/communicator.h"
 
+#include <ATen/ThreadLocalState.h>
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/record_function.h>
 
 #include <unordered_map>
 
@@ -201,6 +203,37 @@ void run_then_complete(std::function<void()>& work, const Completion& done) {
   } else {
     done->markCompleted(c10::IValue());
   }
+}
+
+namespace {
+thread_local const std::string* profiled_name = nullptr;
+}  // namespace
+
+ProfiledName::ProfiledName(const std::string* name) : previous_(profiled_name) {
+  profiled_name = name;
+}
+
+ProfiledName::~ProfiledName() {
+  profiled_name = previous_;
+}
+
+std::function<void()> profiled(std::function<void()> work) {
+  if (profiled_name == nullptr) {
+    return work;
+  }
+  // Made here, on the thread that issues: the profiler's callbacks may be this thread's own.
+  auto event = std::make_shared<at::RecordFunction>(at::RecordScope::USER_SCOPE);
+  if (!event->isActive()) {
+    return work;
+  }
+  // The profiler's state travels with the work to the thread that runs it, as Gloo's does.
+  return at::wrapPropagateTLSState(
+      [name = *profiled_name, event = std::move(event), work = std::move(work)] {
+        event->_setAsync();
+        event->before(std::string_view(name));
+        work();
+        event->end();
+      });
 }
 
 void end_progress_thread(std::thread& worker) {

@@ -71,9 +71,35 @@ void wait_completion(const Completion& completion);
 // a thread must not try to take once the interpreter, told the work is done, may be exiting.
 void run_then_complete(std::function<void()>& work, const Completion& done);
 
+// torch.profiler sees a collective where it runs. While a profiler records, the layer that
+// observes collectives (ops/group_observer.h) names the one being issued on this thread
+// ("shm:all_reduce") for as long as its issue lasts; a transport wraps the work it runs, in the
+// call or on a thread of its own, with profiled(), which records it under that name there. With
+// no name (no profiler, or a part of a composite transport) the work is returned as it is.
+class ProfiledName {
+ public:
+  explicit ProfiledName(const std::string* name);
+  ~ProfiledName();
+  ProfiledName(const ProfiledName&) = delete;
+  ProfiledName& operator=(const ProfiledName&) = delete;
+
+ private:
+  const std::string* previous_;
+};
+std::function<void()> profiled(std::function<void()> work);
+
 // Ends a progress thread that was told to stop: joins it, or detaches it when the owner is being
 // destroyed on that very thread (its last task released the last reference).
 void end_progress_thread(std::thread& worker);
+
+// What a communicator has done, for c10d_func.groups(): kept by the layer that observes every
+// collective (ops/observed_communicator.h), cheap enough to stay on.
+struct Activity {
+  int64_t collectives = 0;  // issued, messages included
+  int64_t bytes = 0;        // per collective, the larger of its input and its output
+  double busy_seconds = 0;  // time with at least one collective in flight
+  std::optional<std::string> last_error;
+};
 
 class Communicator {
  public:
@@ -138,6 +164,8 @@ class Communicator {
   }
   // Counters of the transport's memory (c10d_func.groups()'s "memory"); empty when it has none.
   virtual std::vector<std::pair<std::string, int64_t>> memory_stats() const { return {}; }
+  // What it has done, where something observes it (nullopt for a bare transport).
+  virtual std::optional<Activity> activity() const { return std::nullopt; }
 
   // A communicator for this member's part of a partition of all its members, made in one
   // collective call of every member (ncclCommSplit): `color` picks the part, `key` orders

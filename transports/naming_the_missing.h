@@ -4,7 +4,7 @@
 // (roll_call.h) appended to its error. For transports whose own errors name no rank (Gloo's
 // "Timed out waiting ... for recv", "Connection closed by peer"): a chunk on Gloo, and the flat
 // part of a chunk spanning hosts.
-#include "transports/communicator.h"
+#include "transports/forwarding_communicator.h"
 #include "transports/roll_call.h"
 
 #include <memory>

@@ -18,6 +18,12 @@ class _WorldInfo(TypedDict):
     delegated: bool  # collectives run only on torch's own groups (threads, fake, Python group)
     per_thread: bool  # each thread is a rank of its own world (torch's threaded harness)
 
+class _Activity(TypedDict):
+    collectives: int  # issued, messages included
+    bytes: int  # per collective, the larger of its input and its output
+    busy_seconds: float  # time with at least one collective in flight
+    last_error: str | None
+
 class _GroupInfo(TypedDict):
     device: str  # "cpu" or "cuda"
     tag: str
@@ -26,6 +32,8 @@ class _GroupInfo(TypedDict):
     backend: str  # e.g. "gloo", "nccl"
     origin: str  # "created" (rendezvous on first use) or "registered" (register_group)
     failure: str | None  # why the communicator is unusable, once a collective on it failed
+    memory: dict[str, int]  # the transport's memory counters (shm's symmetric memory)
+    activity: _Activity  # what it has done
 
 def init(store: Store, rank: int, world_size: int) -> None:
     """Sets the world explicitly; `store` is shared by every process of the job."""

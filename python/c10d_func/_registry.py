@@ -264,7 +264,8 @@ def register_group(pg: dist.ProcessGroup, tag: str = "") -> None:
 
 
 def groups() -> list[dict[str, Any]]:
-    """The communicators this process holds: device, tag, ranks, rank, backend, origin, failure."""
+    """The communicators this process holds: device, tag, ranks, rank, backend, origin, failure,
+    memory, and activity (collectives issued, bytes moved, seconds busy, last error)."""
     return _C.groups()
 
 

@@ -172,6 +172,15 @@ py::list groups() {
       memory[py::str(name)] = value;
     }
     entry["memory"] = std::move(memory);
+    if (info.activity) {
+      py::dict activity;
+      activity["collectives"] = info.activity->collectives;
+      activity["bytes"] = info.activity->bytes;
+      activity["busy_seconds"] = info.activity->busy_seconds;
+      activity["last_error"] =
+          info.activity->last_error ? py::cast(*info.activity->last_error) : py::none();
+      entry["activity"] = std::move(activity);
+    }
     out.append(std::move(entry));
   }
   return out;

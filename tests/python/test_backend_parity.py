@@ -173,7 +173,12 @@ def sparse_input(rank: int, dtype: torch.dtype, salt: int, dense_dims: int = 0) 
     built uncoalesced (a repeated index) to exercise coalescing; rank 1 has none at all."""
     shape = (6, 4) + ((3,) * dense_dims)
     if rank == 1:
-        return torch.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.long), torch.zeros((0,) + shape[2:], dtype=dtype), shape, check_invariants=True)
+        return torch.sparse_coo_tensor(
+            torch.zeros(2, 0, dtype=torch.long),
+            torch.zeros((0,) + shape[2:], dtype=dtype),
+            shape,
+            check_invariants=True,
+        )
     rows = [rank % 6, (rank + 1) % 6, (rank + 2) % 6, 5, 5]
     cols = [(rank + salt) % 4, salt % 4, (rank * 3) % 4, 0, 0]
     g = torch.Generator().manual_seed(1000 * salt + rank)
@@ -243,7 +248,10 @@ def body_ddp_sparse(rank: int, world_size: int) -> list[str]:
             loss = torch.nn.functional.mse_loss(model(ids, bag_ids), target)
             opt.zero_grad()
             loss.backward()
-            check.true(f"{name}: embedding gradient is sparse", model.module.embedding.weight.grad.is_sparse)
+            check.true(
+                f"{name}: embedding gradient is sparse",
+                model.module.embedding.weight.grad.is_sparse,
+            )
             opt.step()
         trained[name] = [p.detach().clone() for p in model.parameters()]
     for i, (ours, gloo) in enumerate(zip(trained["c10d_func"], trained["gloo"])):
@@ -264,17 +272,29 @@ def body_options_and_set_timeout(rank: int, world_size: int) -> list[str]:
     check = Check(rank)
     for name, group in both_groups(SHORT).items():
         options = cpu_backend(group).options
-        check.true(f"{name}: options is a Backend.Options", isinstance(options, C10dBackend.Options))
+        check.true(
+            f"{name}: options is a Backend.Options", isinstance(options, C10dBackend.Options)
+        )
         check.true(f"{name}: options name the backend ({options.backend})", options.backend == name)
-        check.true(f"{name}: options carry the group's timeout ({options._timeout})", options._timeout == SHORT)
+        check.true(
+            f"{name}: options carry the group's timeout ({options._timeout})",
+            options._timeout == SHORT,
+        )
         dist.set_timeout(datetime.timedelta(seconds=7), group)
-        check.true(f"{name}: set_timeout reaches the options ({cpu_backend(group).options._timeout})",
-                   cpu_backend(group).options._timeout == datetime.timedelta(seconds=7))
+        check.true(
+            f"{name}: set_timeout reaches the options ({cpu_backend(group).options._timeout})",
+            cpu_backend(group).options._timeout == datetime.timedelta(seconds=7),
+        )
     ours = cpu_backend(dist.group.WORLD).options
     transport = os.environ["C10D_FUNC_CPU_TRANSPORT"]
-    check.true(f"c10d_func's options name the transport ({ours.transport})", ours.transport == f"cpu:{transport}")
-    check.true(f"c10d_func's options list the global ranks ({ours.global_ranks_in_group})",
-               list(ours.global_ranks_in_group) == list(range(world_size)))
+    check.true(
+        f"c10d_func's options name the transport ({ours.transport})",
+        ours.transport == f"cpu:{transport}",
+    )
+    check.true(
+        f"c10d_func's options list the global ranks ({ours.global_ranks_in_group})",
+        list(ours.global_ranks_in_group) == list(range(world_size)),
+    )
     return check.failures  # fmt: skip
 
 
@@ -282,8 +302,14 @@ def test_options_and_set_timeout(parity_pool):
     assert_no_failures(parity_pool.run(body_options_and_set_timeout))
 
 
-def _alone(rank: int, groups: dict[str, dist.ProcessGroup], call: Callable[[dist.ProcessGroup], Any],
-           limit_s: float, check: Check, what: str) -> None:
+def _alone(
+    rank: int,
+    groups: dict[str, dist.ProcessGroup],
+    call: Callable[[dist.ProcessGroup], Any],
+    limit_s: float,
+    check: Check,
+    what: str,
+) -> None:
     """Rank 0 alone calls `call` on each group: it must fail on both, no sooner than its timeout
     nearly allows and within it (plus slack); c10d_func's error names a missing rank."""
     if rank != 0:
@@ -293,8 +319,10 @@ def _alone(rank: int, groups: dict[str, dist.ProcessGroup], call: Callable[[dist
         kind, text = outcome(lambda: call(group))
         took = time.monotonic() - start
         check.true(f"{what} on {name}: raises ({kind})", kind != "ok")
-        check.true(f"{what} on {name}: failed after {took:.1f} s, timeout {limit_s} s",
-                   0.8 * limit_s <= took <= limit_s + SLACK_S)
+        check.true(
+            f"{what} on {name}: failed after {took:.1f} s, timeout {limit_s} s",
+            0.8 * limit_s <= took <= limit_s + SLACK_S,
+        )
         if name == "c10d_func":
             check.true(f"{what}: names the op and a missing rank: {text}",
                        ("allreduce" in text or "all_reduce" in text) and any(f"rank {r}" in text or f"ranks [{r}" in text for r in range(1, 64)))  # fmt: skip
@@ -309,18 +337,29 @@ def body_timeouts(rank: int, world_size: int) -> list[str]:
     check = Check(rank)
     # The group's timeout, from new_group.
     groups = both_groups(SHORT)
-    _alone(rank, groups, lambda g: dist.all_reduce(torch.ones(4), group=g), 2.0, check, "group timeout")
+    _alone(
+        rank, groups, lambda g: dist.all_reduce(torch.ones(4), group=g), 2.0, check, "group timeout"
+    )
     _sync()
     # set_timeout shortens a long one for the calls after it.
     groups = both_groups(GROUP_TIMEOUT)
     for group in groups.values():
         dist.set_timeout(SHORT, group)
-    _alone(rank, groups, lambda g: dist.all_reduce(torch.ones(4), group=g), 2.0, check, "set_timeout")
+    _alone(
+        rank, groups, lambda g: dist.all_reduce(torch.ones(4), group=g), 2.0, check, "set_timeout"
+    )
     _sync()
     # A call's own Options.timeout bounds that call alone.
     groups = both_groups(GROUP_TIMEOUT)
     opts = _opts("AllreduceOptions", timeout=datetime.timedelta(milliseconds=1500))
-    _alone(rank, groups, lambda g: cpu_backend(g).allreduce([torch.ones(4)], opts), 1.5, check, "AllreduceOptions.timeout")
+    _alone(
+        rank,
+        groups,
+        lambda g: cpu_backend(g).allreduce([torch.ones(4)], opts),
+        1.5,
+        check,
+        "AllreduceOptions.timeout",
+    )
     _sync()
     return check.failures  # fmt: skip
 
@@ -346,8 +385,10 @@ def body_message_timeouts(rank: int, world_size: int) -> list[str]:
         kind, text = outcome(lambda: dist.recv(torch.empty(2), 1, group=group))
         took = time.monotonic() - start
         check.true(f"recv with no sender: raises ({kind})", kind != "ok")
-        check.true(f"recv with no sender: failed after {took:.1f} s, timeout 2 s",
-                   1.6 <= took <= 2.0 + SLACK_S)
+        check.true(
+            f"recv with no sender: failed after {took:.1f} s, timeout 2 s",
+            1.6 <= took <= 2.0 + SLACK_S,
+        )
         check.true(f"recv names the sender: {text}", "rank 1" in text)
     _sync()
     return check.failures  # fmt: skip
@@ -371,11 +412,16 @@ def body_monitored_barrier(rank: int, world_size: int) -> list[str]:
         for name, group in both_groups(SHORT).items():
             if rank in missing:
                 continue
-            kind, text = outcome(lambda: dist.monitored_barrier(group, timeout=SHORT, wait_all_ranks=wait_all))
+            kind, text = outcome(
+                lambda: dist.monitored_barrier(group, timeout=SHORT, wait_all_ranks=wait_all)
+            )
             what = f"monitored_barrier(wait_all_ranks={wait_all}) on {name}, rank {rank}"
             if rank == 0:
-                phrase = (f"Ranks {', '.join(map(str, missing))} failed to pass monitoredBarrier in 2000 ms"
-                          if wait_all else f"Rank {missing[0]} failed to pass monitoredBarrier in 2000 ms")
+                phrase = (
+                    f"Ranks {', '.join(map(str, missing))} failed to pass monitoredBarrier in 2000 ms"
+                    if wait_all
+                    else f"Rank {missing[0]} failed to pass monitoredBarrier in 2000 ms"
+                )
             else:
                 phrase = f"Rank {rank} successfully reached monitoredBarrier, but received errors"
             check.true(f"{what}: RuntimeError ({kind})", kind == "RuntimeError")
@@ -400,20 +446,28 @@ def body_split_and_merge(rank: int, world_size: int) -> list[str]:
     for name, parent in both_groups().items():
         check.true(f"{name} supports splitting", cpu_backend(parent).supports_splitting)
         child = parent.split_group(mine, timeout=GROUP_TIMEOUT)
-        check.true(f"{name}: split member of {mine} has size {child.size()}", child.size() == len(mine))
+        check.true(
+            f"{name}: split member of {mine} has size {child.size()}", child.size() == len(mine)
+        )
         check.true(f"{name}: split rank", child.rank() == mine.index(rank))
         t = every[rank].clone()
         child.allreduce([t]).wait()
         check.same(f"all_reduce in a split of {name}", t, sum(every[r] for r in mine))
         # A member outside a split gets nothing.
         outside = parent.split_group([0], timeout=GROUP_TIMEOUT)
-        check.true(f"{name}: non-member of a split gets None ({outside})", (outside is None) == (rank != 0))
+        check.true(
+            f"{name}: non-member of a split gets None ({outside})", (outside is None) == (rank != 0)
+        )
         # merge_remote_group: every rank joins one merged group through a store of its own.
         store = dist.PrefixStore(f"merge/{name}/", dist.distributed_c10d._get_default_store())
         merged = parent.merge_remote_group(store, world_size, GROUP_TIMEOUT)
         t = torch.full((3,), float(merged.rank() + 1))
         merged.allreduce([t]).wait()
-        check.same(f"all_reduce in a merged group of {name}", t, torch.full((3,), world_size * (world_size + 1) / 2))
+        check.same(
+            f"all_reduce in a merged group of {name}",
+            t,
+            torch.full((3,), world_size * (world_size + 1) / 2),
+        )
     return check.failures  # fmt: skip
 
 

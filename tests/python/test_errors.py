@@ -265,12 +265,14 @@ def body_debug_mode_reports_mismatch(rank: int, world_size: int, tag: str):
         return ok, str(error)
 
 
+# torch's own switch turns the check on as well: a user needs one switch for both.
+@pytest.mark.parametrize("switch", ["C10D_FUNC_DEBUG", "TORCH_DISTRIBUTED_DEBUG"])
 @pytest.mark.parametrize("world_size", [2, 4], ids=["ws2", "ws4"])
-def test_debug_mode_reports_members_that_disagree(world_size):
-    pool = get_pool(world_size, DETAIL)
+def test_debug_mode_reports_members_that_disagree(world_size, switch):
+    pool = get_pool(world_size, {switch: "DETAIL"})
     tag = f"debug-{uuid.uuid4().hex[:8]}"
     for ok, message in pool.run(body_debug_mode_reports_mismatch, tag):
         assert ok == [float(pool.world_size)] * 2
         assert "c10d_func.all_reduce: the members of chunk" in message, message
-        assert "disagree on collective #1 (C10D_FUNC_DEBUG=DETAIL)" in message
+        assert f"disagree on collective #1 ({switch}=DETAIL)" in message
         assert "rank 0: all_reduce Float[4]" in message and "rank 1: all_reduce Float[3]" in message

@@ -346,7 +346,7 @@ class HierarchicalCommunicator final : public Communicator {
     };
     {
       std::lock_guard<std::mutex> lock(queue_->mutex);
-      queue_->tasks.push_back({std::move(work), done});
+      queue_->tasks.push_back({profiled(std::move(work)), done});
       if (!worker_.joinable()) {
         worker_ = std::thread([queue = queue_] { queue->serve(); });
       }

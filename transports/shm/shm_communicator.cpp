@@ -570,6 +570,7 @@ class ShmCommunicator final : public Communicator {
   // Runs `work` inside the call or on the progress thread, as `turn` decided; either way in issue
   // order.
   Completion submit(Turn turn, std::function<void()> work) {
+    work = profiled(std::move(work));
     if (turn.in_call) {
       running_ = true;
       turn.lock.unlock();
