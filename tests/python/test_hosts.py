@@ -98,7 +98,7 @@ def test_three_hosts_reduce_every_dtype_through_links_and_gloo():
 def test_classic_calls_on_a_c10d_func_group_spanning_hosts(cpu_transport, served):
     # Classic dist.* calls on a c10d_func group run on the same communicators as the functional
     # ops: hierarchical by default, flat Gloo under C10D_FUNC_CPU_TRANSPORT=gloo.
-    env = {"C10D_FUNC_TIMEOUT": "30"}
+    env = {"C10D_FUNC_TIMEOUT": "30", "TORCH_FR_BUFFER_SIZE": "200"}
     if cpu_transport:
         env["C10D_FUNC_CPU_TRANSPORT"] = cpu_transport
     with TestHosts(2) as hosts:

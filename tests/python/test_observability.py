@@ -127,6 +127,28 @@ def body_flight_recorder(rank: int, world_size: int, transport: str, tag: str) -
         failures.append(f"rank {rank}: functional ops recorded {names} under {name}")
     if config.get("ranks") != str(ranks):
         failures.append(f"rank {rank}: functional group config {config}")
+
+    # Functional messages, under the functional group's name with their own sequence.
+    if rank in (0, 1):
+        if rank == 0:
+            c10d_func.messages.isend(torch.ones(5), 1, ranks, tag=tag).wait()
+        else:
+            c10d_func.messages.irecv(torch.empty(5), 0, ranks, tag=tag).wait()
+        p2p = [e for e in fr_entries(name)[0] if e["is_p2p"]]
+        want = "gloo:send 0->1" if rank == 0 else "gloo:recv 1<-0"
+        if [e["profiling_name"] for e in p2p] != [want] or p2p[0]["p2p_seq_id"] != 1:
+            failures.append(f"rank {rank}: functional messages recorded {p2p}")
+
+    # A torch ProcessGroup bound to the functional ops (group=): observed like the others.
+    y = c10d_func.functional.all_reduce(torch.ones(2), "sum", gloo)
+    assert y.wait().eq(world_size).all()
+    bound = [
+        e
+        for e in json.loads(torch._C._distributed_c10d._dump_fr_trace_json(True, False))["entries"]
+        if e["process_group"][0] == f"c10d_func/cpu/ptd:{gloo.group_name}/{ranks}"
+    ]
+    if [e["profiling_name"] for e in bound] != ["gloo:all_reduce"]:
+        failures.append(f"rank {rank}: the bound Gloo group recorded {bound}")
     dist.destroy_process_group(func)
     dist.destroy_process_group(gloo)
     return failures

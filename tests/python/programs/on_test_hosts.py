@@ -162,9 +162,35 @@ def classic(rank: int, hosts: list[int]) -> dict[str, object]:
             if not torch.equal(out, torch.arange(world).float().repeat_interleave(numel)):
                 failures.append(f"rank {rank} dist.all_gather_into_tensor x{numel}")
         served = sorted({g["backend"] for g in funcol.groups() if g["device"] == "cpu"})
+        failures += observed_across_hosts(rank, served[0])
         return {"failures": failures, "served": served}
     finally:
         dist.destroy_process_group()
+
+
+def observed_across_hosts(rank: int, served: str) -> list[str]:
+    """torch's tools see the classic calls above (TORCH_FR_BUFFER_SIZE is set by the test): the
+    flight recorder holds them under the default group's name with the transport in its
+    description, and a profiler shows the all_reduce where the transport runs it."""
+    import torch.distributed as dist
+
+    dump = json.loads(torch._C._distributed_c10d._dump_fr_trace_json(True, False))
+    name = dist.group.WORLD.group_name
+    entries = [e for e in dump.get("entries", []) if e["process_group"][0] == name]
+    names = [e["profiling_name"] for e in entries]
+    failures = []
+    if names != ["gloo:all_reduce", "gloo:all_gather"] * 2:
+        failures.append(f"rank {rank}: flight recorder holds {names}")
+    if any(
+        e["process_group"][1] != f"c10d_func {served}" or e["state"] != "completed" for e in entries
+    ):
+        failures.append(f"rank {rank}: flight recorder entries {entries[:1]}")
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        dist.all_reduce(torch.ones(1 << 18))
+    events = {e.name for e in prof.events()}
+    if f"{served}:all_reduce" not in events:
+        failures.append(f"rank {rank}: no {served}:all_reduce among {sorted(events)[:20]}")
+    return failures
 
 
 def link_down(rank: int, hosts: list[int]) -> dict[str, object]:
