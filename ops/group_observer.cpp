@@ -88,6 +88,19 @@ GroupObserver::InFlight GroupObserver::begin(const ObservedCall& call) {
   collectives_.fetch_add(1, std::memory_order_relaxed);
   bytes_.fetch_add(std::max(bytes_of(call.inputs), bytes_of(call.outputs)),
                    std::memory_order_relaxed);
+  const bool profiling = at::hasCallbacks() && at::isRecordFunctionEnabled();
+  if (profiling) {
+    flight.name = collective_name(call.transport, call, identity_.rank);
+  }
+  if (flight_recorder_enabled() || profiling) {
+    // Sequence ids for the recorder's entry and the profiler's comms metadata alike.
+    std::lock_guard<std::mutex> lock(sequence_mutex_);
+    (call.peer >= 0 ? p2p_seq_ : collective_seq_) += 1;
+    flight.sequence = call.peer >= 0 ? -1 : static_cast<int64_t>(collective_seq_);
+    flight.collective_seq = collective_seq_;
+    flight.p2p_seq = p2p_seq_;
+    flight.op_id = op_id_++;
+  }
   if (flight_recorder_enabled()) {
     FlightRecordArgs args;
     args.pg_id = flight_id_;
@@ -98,20 +111,16 @@ GroupObserver::InFlight GroupObserver::begin(const ObservedCall& call) {
     args.timeout = std::chrono::milliseconds(timeout_ms_.load(std::memory_order_relaxed));
     args.status = status_;
     args.p2p = call.peer >= 0;
+    args.collective_seq_id = flight.collective_seq;
+    args.p2p_seq_id = flight.p2p_seq;
+    args.op_id = flight.op_id;
+    // Recorded under the sequence lock: entries of one group keep their issue order.
     std::lock_guard<std::mutex> lock(sequence_mutex_);
-    (args.p2p ? p2p_seq_ : collective_seq_) += 1;
-    args.collective_seq_id = collective_seq_;
-    args.p2p_seq_id = p2p_seq_;
-    args.op_id = op_id_++;
     flight.entry = flight_record(args);
     if (!args.p2p) {
-      flight.sequence = static_cast<int64_t>(collective_seq_);
       status_->lastEnqueuedSeq = flight.sequence;
       status_->lastEnqueuedWorkName = args.profiling_name;
     }
-  }
-  if (at::hasCallbacks() && at::isRecordFunctionEnabled()) {
-    flight.name = collective_name(call.transport, call, identity_.rank);
   }
   {
     std::lock_guard<std::mutex> lock(busy_mutex_);
@@ -147,17 +156,18 @@ void GroupObserver::end(InFlight& flight, const std::optional<std::string>& erro
 }
 
 void GroupObserver::settle(InFlight flight, const Completion& done) {
-  if (flight.entry) {
-    flight_started(*flight.entry);
-    if (flight.sequence >= 0) {
-      std::lock_guard<std::mutex> lock(sequence_mutex_);
-      status_->lastStartedSeq = std::max(status_->lastStartedSeq, flight.sequence);
-    }
+  if (flight.entry && flight.sequence >= 0) {
+    std::lock_guard<std::mutex> lock(sequence_mutex_);
+    status_->lastStartedSeq = std::max(status_->lastStartedSeq, flight.sequence);
   }
   if (done->completed() && done->devices().empty()) {
+    // Done in the call: end() marks the entry started and completed under one lock.
     end(flight, done->hasError() ? std::optional<std::string>(done->tryRetrieveErrorMessage())
                                  : std::nullopt);
     return;
+  }
+  if (flight.entry) {
+    flight_started(*flight.entry);
   }
   // The callback is stored in a std::function, which must be copyable.
   auto pending = std::make_shared<InFlight>(std::move(flight));
@@ -169,11 +179,12 @@ void GroupObserver::settle(InFlight flight, const Completion& done) {
       });
 }
 
-std::shared_ptr<void> GroupObserver::comms_metadata(const ObservedCall& call) {
+std::shared_ptr<void> GroupObserver::comms_metadata(const ObservedCall& call,
+                                                    const InFlight& flight) {
   // The macro declares its guards in this scope; they live on in the returned holder, which the
   // caller keeps while it issues the collective.
   struct Scope {
-    explicit Scope(const ObservedCall& call, const GroupObserver& group)
+    Scope(const ObservedCall& call, const InFlight& flight, const GroupObserver& group)
         : ranks(rank_range(group.identity_.members)),
           info(std::make_shared<torch::ParamCommsDebugInfo>(
               group.flight_name_, static_cast<int>(group.identity_.rank), std::string(call.op),
@@ -185,7 +196,7 @@ std::shared_ptr<void> GroupObserver::comms_metadata(const ObservedCall& call) {
           event(at::RecordScope::USER_SCOPE) {
       if (event.isActive()) {
         inputs = {c10::IValue(call.inputs.vec()),
-                  c10::IValue(static_cast<int64_t>(group.collective_seq_)),
+                  c10::IValue(static_cast<int64_t>(flight.collective_seq)),
                   c10::IValue(group.flight_name_),
                   c10::IValue(group.identity_.rank),
                   c10::IValue(std::string(call.op)),
@@ -205,7 +216,7 @@ std::shared_ptr<void> GroupObserver::comms_metadata(const ObservedCall& call) {
     std::vector<c10::IValue> inputs;  // the event reads them where it is recorded
     at::RecordFunction event;
   };
-  return std::make_shared<Scope>(call, *this);
+  return std::make_shared<Scope>(call, flight, *this);
 }
 
 Activity GroupObserver::activity() const {

@@ -62,8 +62,9 @@ class GroupObserver : public std::enable_shared_from_this<GroupObserver> {
   struct InFlight {
     std::chrono::steady_clock::time_point started;
     std::optional<FlightEntry> entry;
-    int64_t sequence = -1;  // its collective_seq_id, where recorded
-    std::string name;       // "<transport>:<op>", set only while a profiler records
+    int64_t sequence = -1;  // a collective's collective_seq_id, while recorded or profiled
+    size_t collective_seq = 0, p2p_seq = 0, op_id = 0;  // torch's ids, likewise
+    std::string name;  // "<transport>:<op>", set only while a profiler records
   };
 
   // `issue` starts the collective and returns its Completion; it runs inside the profiler's
@@ -77,7 +78,7 @@ class GroupObserver : public std::enable_shared_from_this<GroupObserver> {
       if (!flight.name.empty()) {
         // A profiler records: torch's comms metadata on this thread, and the transport records
         // the collective where it runs, under flight.name.
-        auto metadata = comms_metadata(call);
+        auto metadata = comms_metadata(call, flight);
         ProfiledName named(&flight.name);
         done = issue();
       } else {
@@ -105,7 +106,7 @@ class GroupObserver : public std::enable_shared_from_this<GroupObserver> {
   void settle(InFlight flight, const Completion& done);
 
   // torch's "record_param_comms" event, open until the returned guard goes.
-  std::shared_ptr<void> comms_metadata(const ObservedCall& call);
+  std::shared_ptr<void> comms_metadata(const ObservedCall& call, const InFlight& flight);
 
   GroupIdentity identity_;
   std::tuple<std::string, std::string> flight_name_;
