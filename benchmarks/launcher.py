@@ -40,24 +40,29 @@ def _kill(procs: list[subprocess.Popen[bytes]]) -> None:
         p.wait()
 
 
+def rank_environment(rank: int, world: int, port: int) -> dict[str, str]:
+    """The environment of local rank `rank`: the env:// world on 127.0.0.1:`port`, this
+    repository importable, one compile thread (the ranks already share the machine's cores)."""
+    pythonpath = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    return {
+        **os.environ,
+        "PYTHONPATH": pythonpath,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "RANK": str(rank),
+        "LOCAL_RANK": str(rank),
+        "WORLD_SIZE": str(world),
+        "TORCHINDUCTOR_COMPILE_THREADS": "1",
+    }
+
+
 def run_ranks(module: str, args: list[str], nproc: int, timeout_s: float) -> None:
     """Runs `python -m module *args` as ranks 0..nproc-1; raises RankFailure unless all exit 0."""
     port = free_port()
-    pythonpath = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
     procs: list[subprocess.Popen[bytes]] = []
     try:
         for rank in range(nproc):
-            env = {
-                **os.environ,
-                "PYTHONPATH": pythonpath,
-                "MASTER_ADDR": "127.0.0.1",
-                "MASTER_PORT": str(port),
-                "RANK": str(rank),
-                "LOCAL_RANK": str(rank),
-                "WORLD_SIZE": str(nproc),
-                # One compile thread per rank: the ranks already share the machine's cores.
-                "TORCHINDUCTOR_COMPILE_THREADS": "1",
-            }
+            env = rank_environment(rank, nproc, port)
             cmd = [sys.executable, "-m", module, *args]
             procs.append(subprocess.Popen(cmd, env=env, cwd=REPO_ROOT, start_new_session=True))
         deadline = time.monotonic() + timeout_s

@@ -102,3 +102,52 @@ def write(results: dict[str, Any], out_dir: Path) -> Path:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+# benchmarks/models.py: the floor (torch's fake backend) in grey, the real backends in the colours
+# their collectives have above.
+_MODEL_BACKENDS = {"fake": ("floor (fake)", "tab:gray"), "gloo": ("gloo", "tab:green")}
+_MODEL_BACKENDS["c10d_func"] = ("c10d_func", "tab:blue")
+
+
+def write_models(results: dict[str, Any], out_dir: Path) -> Path:
+    """Draws models.png for benchmarks/models.py: per workload and dim, the median step (ms) of
+    each backend, eager and compiled side by side, each real backend's bar labelled with its
+    distance over the floor; a cell that failed is labelled so instead of left out silently."""
+    plt = _pyplot()
+    rows = {(r["workload"], r["dim"], r["mode"], r["backend"]): r for r in results["rows"]}
+    panels = list(dict.fromkeys((r["workload"], r["dim"]) for r in results["rows"]))
+    modes = list(dict.fromkeys(r["mode"] for r in results["rows"]))
+    backends = [b for b in _MODEL_BACKENDS if any(r["backend"] == b for r in results["rows"])]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4), squeeze=False)
+    width = 0.8 / max(len(backends), 1)
+    for ax, (workload, dim) in zip(axes[0], panels):
+        for b, backend in enumerate(backends):
+            label, colour = _MODEL_BACKENDS[backend]
+            for m, mode in enumerate(modes):
+                row = rows.get((workload, dim, mode, backend))
+                x = m + (b - (len(backends) - 1) / 2) * width
+                if row is None:
+                    continue
+                if "error" in row:
+                    ax.text(x, 0, "failed", rotation=90, ha="center", va="bottom", fontsize=7)
+                    continue
+                ax.bar(x, row["ms"], width, color=colour, label=label if m == 0 else None)
+                floor = rows.get((workload, dim, mode, "fake"), {}).get("ms")
+                if backend != "fake" and floor:
+                    over = f"{(row['ms'] / floor - 1) * 100:+.0f}%"
+                    ax.text(x, row["ms"], over, ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(range(len(modes)), modes)
+        ax.set_title(f"{workload}, dim {dim}")
+        ax.set_ylabel("median ms per step")
+        ax.grid(True, axis="y", alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:  # a panel whose every cell failed has no bars
+            ax.legend(fontsize=8)
+    meta = results["metadata"]
+    where = "2 hosts x 2 ranks" if meta["hosts"] else f"world {meta['world_size']}"
+    fig.suptitle(f"whole models on CPU · {where} · torch {meta['torch']} · % over the floor")
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    path = out_dir / "models.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "backend/func_backend.h"
+#include "kernels/c_shims.h"
 #include "ops/group_registry.h"
 #include "ops/op_list.h"
 #include "ops/pending_work.h"
@@ -283,6 +284,15 @@ PYBIND11_MODULE(_C, m) {
   table.emplace_back(#name, #lowering, #effects);
     C10D_FUNC_OPS(C10D_FUNC_OP_ROW)
 #undef C10D_FUNC_OP_ROW
+    return table;
+  });
+  // c_shim_declarations(): (op, [C declaration per device]) of the entry points compiled
+  // programs call (kernels/c_shims.h), for inductor's custom-op shim config.
+  m.def("c_shim_declarations", [] {
+    std::vector<std::pair<std::string, std::vector<std::string>>> table;
+    for (auto& shim : c10d_func::c_shim_declarations()) {
+      table.emplace_back(shim.op, shim.declarations);
+    }
     return table;
   });
   m.def("op_names", [] {

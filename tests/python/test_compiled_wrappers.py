@@ -1,12 +1,11 @@
 """Every collective under every inductor wrapper, with messages large enough to be in flight.
 
-Inductor's C++ wrapper and AOTInductor do not call c10d_func's wait_tensor: they call torch's
-C shim (`aoti_torch_cpu__c10d_functional_wait_tensor`), which waits what torch's work registry
-holds. A collective whose output is read right after that wait reads garbage unless c10d_func's
-pending work is in torch's registry. Each program here reads every output immediately after its
-wait (`* 2 + 1`) and compares it with a reference built from every rank's known input. The
-messages are megabytes, so the shm and Gloo transports complete them on their own threads, after
-the op has returned.
+Inductor's C++ wrapper and AOTInductor call every op, the wait included, through its C entry
+point (`aoti_torch_cpu_c10d_func_<op>`, kernels/c_shims.cpp), checked in the generated source. A
+collective whose output is read right after its wait reads garbage unless that wait waits. Each
+program here reads every output immediately after its wait (`* 2 + 1`) and compares it with a
+reference built from every rank's known input. The messages are megabytes, so the shm and Gloo
+transports complete them on their own threads, after the op has returned.
 
 Wrappers: inductor's default Python wrapper, `cpp_wrapper=True`, and an AOTInductor package
 (`torch.export` → `aoti_compile_and_package` in the pytest process, where no world exists, then
@@ -17,6 +16,8 @@ from __future__ import annotations
 
 import io
 import os
+import re
+import zipfile
 
 import c10d_func
 import c10d_func as funcol
@@ -25,6 +26,7 @@ import torch
 from reference import make_input, mismatch
 from test_collectives import assert_no_failures
 from test_export import WORLD_ENV
+from torch._inductor.utils import run_and_get_code
 from worker_pool import finish_ranks, launch_ranks
 
 SALT = 23
@@ -135,14 +137,51 @@ def rank_input(rank: int, world_size: int) -> torch.Tensor:
     return make_input(rank, (rows_for(world_size), 1024), torch.float32, SALT)
 
 
+# Every op EveryCollective calls (the functional forms are re-inplaced by inductor).
+CALLED_OPS = {
+    "all_reduce_",
+    "all_reduce_coalesced_",
+    "all_gather_into_tensor",
+    "all_gather_into_tensor_coalesced",
+    "reduce_scatter_tensor",
+    "reduce_scatter_tensor_coalesced",
+    "all_to_all_single",
+    "broadcast_",
+    "reduce",
+    "gather",
+    "scatter",
+    "permute",
+    "all_gather_into_tensor_out",
+    "reduce_scatter_tensor_out",
+    "wait_tensor",
+}
+
+
+def not_called_directly(source: str) -> list[str]:
+    """What in generated C++ reaches a c10d_func op other than by its C entry point
+    (kernels/c_shims.cpp): a boxed dispatcher call, the proxy executor, or an op not called."""
+    called = set(
+        re.findall(r"AOTI_TORCH_ERROR_CODE_CHECK\(aoti_torch_cpu_c10d_func_(\w+)\(", source)
+    )
+    problems = (
+        [f"not called by its C shim: {sorted(CALLED_OPS - called)}"] if CALLED_OPS - called else []
+    )
+    if 'findSchemaOrThrow("c10d_func::' in source or "proxy_executor->call_function" in source:
+        problems.append("a c10d_func op is called through the boxed dispatcher or proxy executor")
+    return problems
+
+
 def body_compiled(rank: int, world_size: int, cpp_wrapper: bool) -> list[str]:
     torch._dynamo.reset()
     program = EveryCollective(world_size)
     with torch._inductor.config.patch({"cpp_wrapper": cpp_wrapper}):
         compiled = torch.compile(program, fullgraph=True)
-        problems = []
-        for _ in range(2):  # the second call runs the cached program
-            problems += compare(rank, world_size, compiled(rank_input(rank, world_size)))
+        outputs, sources = run_and_get_code(compiled, rank_input(rank, world_size))
+        problems = compare(rank, world_size, outputs)
+        if cpp_wrapper:
+            problems += not_called_directly("\n".join(sources))
+        # The second call runs the cached program.
+        problems += compare(rank, world_size, compiled(rank_input(rank, world_size)))
     return problems
 
 
@@ -172,6 +211,11 @@ def aoti_package(world_size: int, directory: str) -> str:
             ep = torch.export.export(EveryCollective(world_size), (x,))
             path = os.path.join(directory, f"every_collective_ws{world_size}.pt2")
             _packages[world_size] = torch._inductor.aoti_compile_and_package(ep, package_path=path)
+        with zipfile.ZipFile(_packages[world_size]) as package:
+            wrapper = [name for name in package.namelist() if name.endswith("wrapper.cpp")]
+            assert wrapper, f"no wrapper source in {path}: {package.namelist()}"
+            problems = not_called_directly(package.read(wrapper[0]).decode())
+        assert not problems, problems
     return _packages[world_size]
 
 
@@ -218,3 +262,39 @@ def test_aoti_package_runs_from_cpp_with_no_python(world_size, transport, tmp_pa
             outputs = torch.load(io.BytesIO(f.read()), weights_only=False)
         failures += compare(r, world_size, tuple(outputs), xs)
     assert not failures, "\n".join(failures)
+
+
+# ------------------------------------------- the library of C entry points loaded global
+
+
+def loaded_library(name: str) -> str:
+    with open("/proc/self/maps") as maps:
+        paths = {line.split()[-1] for line in maps if line.rstrip().endswith(name)}
+    assert len(paths) == 1, f"{name} loaded {len(paths)} times: {paths}"
+    return paths.pop()
+
+
+def test_c_entry_points_are_global_and_pull_in_nothing():
+    """libc10d_func loads libc10d_func_c_shims global so that generated code finds the entry
+    points; a library loaded global makes its dependencies global too, and libc10d_func's
+    (torch's and CUDA's libraries) made global once hung torch's own functional collectives in
+    AOTInductor programs. So the exports library may depend on the C and C++ runtimes only."""
+    import ctypes
+
+    path = loaded_library("libc10d_func_c_shims.so")
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", readelf_dynamic(path))
+    allowed = ("libc.so", "libstdc++.so", "libgcc_s.so", "libm.so", "ld-linux")
+    assert all(lib.startswith(allowed) for lib in needed), needed
+    every_op = {name for name, *_ in c10d_func._C.op_table()}
+    process = ctypes.CDLL(None)  # the global scope, as generated code sees it
+    for op in every_op:
+        for device in ("cpu", "cuda"):
+            assert hasattr(process, f"aoti_torch_{device}_c10d_func_{op}"), (device, op)
+
+
+def readelf_dynamic(path: str) -> str:
+    import subprocess
+
+    return subprocess.run(
+        ["readelf", "-d", path], capture_output=True, text=True, check=True
+    ).stdout
