@@ -17,6 +17,7 @@ off (back to inductor's boxed calls).
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -29,19 +30,32 @@ def enabled() -> bool:
     return os.environ.get("C10D_FUNC_C_SHIMS", "1") != "0"
 
 
+@functools.cache
+def _declarations() -> dict[Any, list[str]]:
+    return {
+        getattr(torch.ops.c10d_func, name).default: list(declarations)
+        for name, declarations in _C.c_shim_declarations()
+    }
+
+
 def declare(config: Any) -> None:
     """Every op's C declarations (one per device) in inductor's custom-op shim config, unless
-    C10D_FUNC_C_SHIMS=0 (read once, when inductor's lowerings load)."""
+    C10D_FUNC_C_SHIMS=0. Called by every lowering, so the declarations are there for the
+    program being compiled even where the config was reset or replaced since import; set as a
+    new dict, an override of the config's default."""
     if not enabled():
         return
     shims = config.aot_inductor.custom_ops_to_c_shims
-    for name, declarations in _C.c_shim_declarations():
-        shims[getattr(torch.ops.c10d_func, name).default] = list(declarations)
+    missing = {op: decls for op, decls in _declarations().items() if op not in shims}
+    if missing:
+        config.aot_inductor.custom_ops_to_c_shims = {**shims, **missing}
 
 
-def direct_call_kernels() -> tuple[type, type]:
-    """The lowerings' IR classes: inductor's collective and wait kernels (its scheduler orders
-    and overlaps them), whose C++ code calls the op's C entry point. The Python wrapper, and
+def direct_call_kernel() -> type:
+    """The lowerings' IR class of collectives: inductor's collective kernel (its scheduler orders
+    and overlaps them), whose C++ code calls the op's C entry point. Waits stay inductor's own
+    `_WaitKernel` (inductor recognises a wait by that exact class), which calls torch's wait
+    shim; it waits c10d_func's collectives through torch's work registry (docs/inductor.md). The Python wrapper, and
     a config without our declarations (a user replaced the dict), keep inductor's own code."""
     from torch._inductor import config, ir
 
@@ -56,8 +70,8 @@ def direct_call_kernels() -> tuple[type, type]:
         kernel.codegen_comment(wrapper)
         args = [*kernel.codegen_args(), *kernel.codegen_kwargs()]
         name = kernel.get_name()
-        if isinstance(kernel, ir._WaitKernel) or isinstance(kernel.layout, ir.NoneLayout):
-            # In place (the op writes its argument) and waits: nothing returned.
+        if isinstance(kernel.layout, ir.NoneLayout):
+            # In place: the op writes its argument and returns nothing.
             wrapper.writeline(f"AOTI_TORCH_ERROR_CODE_CHECK({shim}({', '.join(args)}));")
         elif isinstance(kernel.layout, ir.MultiOutputLayout):
             # Tensor[]: the caller's array, of the length the graph expects (checked by the shim).
@@ -85,9 +99,4 @@ def direct_call_kernels() -> tuple[type, type]:
             if not emit(self, wrapper):
                 super().codegen(wrapper)
 
-    class DirectWaitKernel(ir._WaitKernel):
-        def codegen(self, wrapper: Any) -> None:
-            if not emit(self, wrapper):
-                super().codegen(wrapper)
-
-    return DirectCollectiveKernel, DirectWaitKernel
+    return DirectCollectiveKernel

@@ -52,9 +52,8 @@ def register_lowerings() -> None:
     if ops.wait_tensor.default in lowerings:
         return
     by_kind = _ops_by_lowering()
-    # The C++ wrapper and AOTInductor call each op's C entry point (_c_shims.py).
-    _c_shims.declare(config)
-    collective_kernel, wait_kernel = _c_shims.direct_call_kernels()
+    # The C++ wrapper and AOTInductor call each collective's C entry point (_c_shims.py).
+    collective_kernel = _c_shims.direct_call_kernel()
     # A collective without a lowering would become a plain extern kernel, which inductor may
     # reorder differently on different ranks: refuse to start rather than deadlock later.
     unknown = set(by_kind) - {"out_of_place", "in_place", "reinplaced", "wait"}
@@ -72,6 +71,7 @@ def register_lowerings() -> None:
                 args = (*args[:2], contiguous(args[2]), *args[3:])
             else:
                 inputs = contiguous(inputs)
+            _c_shims.declare(config)
             node = collective_kernel.create_out_of_place(op.default, inputs, *args)
             if isinstance(node, list):
                 return [ir.TensorBox.create(output) for output in node]
@@ -82,6 +82,7 @@ def register_lowerings() -> None:
 
     def lower_in_place(op: Any) -> None:
         def lower(inputs: Any, *args: Any, **kwargs: Any) -> Any:
+            _c_shims.declare(config)
             collective_kernel.create_inplace(op.default, inputs, *args, **kwargs)
             # The schema returns nothing, but inductor's re-inplacing pass retargets a functional
             # node to its in-place op and keeps the node's users (the wait): they get the buffer
@@ -108,6 +109,7 @@ def register_lowerings() -> None:
                     buffer.realize()
                     V.graph.no_fuse_buffer_names.add(buffer.get_name())
             buffers = contiguous(buffers)
+            _c_shims.declare(config)
             collective_kernel.create_inplace(
                 in_place.default, buffers if many else buffers[0], *args
             )
@@ -125,5 +127,5 @@ def register_lowerings() -> None:
 
     @register_lowering(ops.wait_tensor)
     def _wait_tensor(inp: Any) -> Any:
-        wait_kernel.create_wait(ops.wait_tensor.default, inp)
+        ir._WaitKernel.create_wait(ops.wait_tensor.default, inp)
         return inp

@@ -1,7 +1,9 @@
 """Every collective under every inductor wrapper, with messages large enough to be in flight.
 
-Inductor's C++ wrapper and AOTInductor call every op, the wait included, through its C entry
-point (`aoti_torch_cpu_c10d_func_<op>`, kernels/c_shims.cpp), checked in the generated source. A
+Inductor's C++ wrapper and AOTInductor call every collective through its C entry point
+(`aoti_torch_cpu_c10d_func_<op>`, kernels/c_shims.cpp), checked in the generated source, and every
+wait through torch's C shim (`aoti_torch_cpu__c10d_functional_wait_tensor`: inductor knows a wait
+by its exact IR class), which waits c10d_func's collectives through torch's work registry. A
 collective whose output is read right after its wait reads garbage unless that wait waits. Each
 program here reads every output immediately after its wait (`* 2 + 1`) and compares it with a
 reference built from every rank's known input. The messages are megabytes, so the shm and Gloo
@@ -153,7 +155,6 @@ CALLED_OPS = {
     "permute",
     "all_gather_into_tensor_out",
     "reduce_scatter_tensor_out",
-    "wait_tensor",
 }
 
 
