@@ -157,9 +157,9 @@ def main() -> None:
     table = "\n".join(lines)
     print(table)
     if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        (Path(args.out) / "results.md").write_text(table + "\n")
-        (Path(args.out) / "results.json").write_text(json.dumps(measured, indent=1))
+        from benchmarks.report import write_document
+
+        write_document(measured, table, Path(args.out))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -56,15 +57,40 @@ def rank_environment(rank: int, world: int, port: int) -> dict[str, str]:
     }
 
 
-def run_ranks(module: str, args: list[str], nproc: int, timeout_s: float) -> None:
-    """Runs `python -m module *args` as ranks 0..nproc-1; raises RankFailure unless all exit 0."""
-    port = free_port()
+def run_ranks(
+    module: str,
+    args: list[str],
+    nproc: int,
+    timeout_s: float,
+    extra_env: dict[str, str] | None = None,
+    log_path: Callable[[int], Path] | None = None,
+) -> None:
+    """Runs `python -m module *args` as ranks 0..nproc-1 (with `extra_env`; each rank's output to
+    `log_path(rank)` when given); raises RankFailure unless all exit 0."""
+    port = free_port()  # a fresh one per run: a closing store may still hold the last one
     procs: list[subprocess.Popen[bytes]] = []
     try:
         for rank in range(nproc):
-            env = rank_environment(rank, nproc, port)
+            env = {**rank_environment(rank, nproc, port), **(extra_env or {})}
             cmd = [sys.executable, "-m", module, *args]
-            procs.append(subprocess.Popen(cmd, env=env, cwd=REPO_ROOT, start_new_session=True))
+            if log_path is None:
+                output = None
+            else:
+                output = open(log_path(rank), "wb")  # noqa: SIM115 - the child holds it open
+            try:
+                procs.append(
+                    subprocess.Popen(
+                        cmd,
+                        env=env,
+                        cwd=REPO_ROOT,
+                        stdout=output,
+                        stderr=None if output is None else subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+                )
+            finally:
+                if output is not None:
+                    output.close()
         deadline = time.monotonic() + timeout_s
         while True:
             codes = [p.poll() for p in procs]

@@ -46,10 +46,8 @@ import json
 import os
 import platform
 import shutil
-import signal
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -64,7 +62,7 @@ TESTS = REPO_ROOT / "tests" / "python"
 if str(REPO_ROOT) not in sys.path:  # run as a script by the test hosts' launcher
     sys.path.insert(0, str(REPO_ROOT))
 
-from benchmarks.launcher import free_port, rank_environment
+from benchmarks.launcher import RankFailure, run_ranks
 
 FLOOR = "fake"
 BACKENDS = [FLOOR, "gloo", "c10d_func"]
@@ -326,47 +324,21 @@ def release_compiled() -> None:
 
 
 def launch_local(tag: str, world: int, config: Path, logs: Path, timeout_s: float) -> str | None:
-    """Runs the ranks of the launch `tag` (its config names the backend) as local processes, each
-    in a session of its own so that the rank and its compile workers are killed together; None
-    when every rank exited 0, else why not. A failed rank or the deadline ends every rank: the
-    others would wait for it in a collective until the group's timeout."""
-    port = free_port()  # a fresh one per launch: a closing store may still hold the last one
-    procs: list[subprocess.Popen[bytes]] = []
+    """Runs the ranks of the launch `tag` (its config names the backend) as local processes (see
+    launcher.run_ranks: a failed rank or the deadline ends every rank); None when every rank
+    exited 0, else why not."""
     try:
-        for rank in range(world):
-            env = {**rank_environment(rank, world, port), **RANK_ENV}
-            with open(logs / f"{tag}.rank{rank}.log", "wb") as log:
-                procs.append(
-                    subprocess.Popen(
-                        [sys.executable, "-m", "benchmarks.models", "--rank-main", str(config)],
-                        env=env,
-                        cwd=REPO_ROOT,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        start_new_session=True,
-                    )
-                )
-        deadline = time.monotonic() + timeout_s
-        while True:
-            codes = [p.poll() for p in procs]
-            failed = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
-            if failed:
-                return f"rank {failed[0][0]} exited with code {failed[0][1]}"
-            if all(c == 0 for c in codes):
-                return None
-            if time.monotonic() > deadline:
-                hung = [r for r, c in enumerate(codes) if c is None]
-                return f"timeout after {timeout_s:.0f} s (ranks {hung} still running)"
-            time.sleep(0.2)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)  # the session made for this rank
-                except ProcessLookupError:
-                    pass
-        for p in procs:
-            p.wait()
+        run_ranks(
+            "benchmarks.models",
+            ["--rank-main", str(config)],
+            world,
+            timeout_s,
+            extra_env=RANK_ENV,
+            log_path=lambda rank: logs / f"{tag}.rank{rank}.log",
+        )
+    except RankFailure as failure:
+        return str(failure)
+    return None
 
 
 def launch_on_hosts(

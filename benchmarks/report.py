@@ -213,8 +213,13 @@ def render_markdown(results: dict[str, Any]) -> str:
 
 
 def write(results: dict[str, Any], out_dir: Path) -> tuple[Path, Path]:
+    return write_document(results, render_markdown(results), out_dir)
+
+
+def write_document(results: Any, markdown: str, out_dir: Path) -> tuple[Path, Path]:
+    """A benchmark's results as results.json and its rendering as results.md in `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path, md_path = out_dir / "results.json", out_dir / "results.md"
     json_path.write_text(json.dumps(results, indent=1))
-    md_path.write_text(render_markdown(results))
+    md_path.write_text(markdown.rstrip("\n") + "\n")
     return json_path, md_path

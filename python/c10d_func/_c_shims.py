@@ -40,9 +40,10 @@ def _declarations() -> dict[Any, list[str]]:
 
 def declare(config: Any) -> None:
     """Every op's C declarations (one per device) in inductor's custom-op shim config, unless
-    C10D_FUNC_C_SHIMS=0. Called by every lowering, so the declarations are there for the
-    program being compiled even where the config was reset or replaced since import; set as a
-    new dict, an override of the config's default."""
+    C10D_FUNC_C_SHIMS=0. Called by every lowering of a collective, in the context that compiles:
+    inductor's config values are per context in torch 2.14 (each a ContextVar), so declarations
+    made where inductor's lowerings were first imported are not seen by a compile in another
+    thread, as the full test suite showed (AOTInductor fell back to the proxy executor)."""
     if not enabled():
         return
     shims = config.aot_inductor.custom_ops_to_c_shims
