@@ -50,6 +50,9 @@ class CollectiveCall {
  private:
   std::string_view op_;
   std::shared_ptr<const ResolvedGroup> group_;
+  // The op's caller may write its inputs once the op returns: a transport that decides per call
+  // (reads_inputs_after_return false) protects what it still reads after returning.
+  InputsReusedOnReturn inputs_reused_;
 };
 
 // `output` stays pending until `completion` is done: CollectiveCall::record for calls that find

@@ -236,6 +236,22 @@ std::function<void()> profiled(std::function<void()> work) {
       });
 }
 
+namespace {
+thread_local bool inputs_reused_on_return = false;
+}  // namespace
+
+InputsReusedOnReturn::InputsReusedOnReturn() : previous_(inputs_reused_on_return) {
+  inputs_reused_on_return = true;
+}
+
+InputsReusedOnReturn::~InputsReusedOnReturn() {
+  inputs_reused_on_return = previous_;
+}
+
+bool InputsReusedOnReturn::active() {
+  return inputs_reused_on_return;
+}
+
 void end_progress_thread(std::thread& worker) {
   if (!worker.joinable()) {
     return;

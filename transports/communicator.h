@@ -88,6 +88,25 @@ class ProfiledName {
 };
 std::function<void()> profiled(std::function<void()> work);
 
+// Whether the caller of the collectives issued in this scope may write their input tensors as
+// soon as each call returns: set by the functional ops' kernels (ops/collective_call.h), whose
+// callers own their inputs again at once (inductor reuses a buffer as soon as an op returns).
+// Classic torch.distributed calls leave it unset: their inputs stay untouched until the wait.
+// A transport that reads an input after returning protects it only when this is set, and only
+// when it did not run the collective inside the call (Communicator::reads_inputs_after_return
+// false: the transport decides per call).
+class InputsReusedOnReturn {
+ public:
+  InputsReusedOnReturn();
+  ~InputsReusedOnReturn();
+  InputsReusedOnReturn(const InputsReusedOnReturn&) = delete;
+  InputsReusedOnReturn& operator=(const InputsReusedOnReturn&) = delete;
+  static bool active();
+
+ private:
+  bool previous_;
+};
+
 // Ends a progress thread that was told to stop: joins it, or detaches it when the owner is being
 // destroyed on that very thread (its last task released the last reference).
 void end_progress_thread(std::thread& worker);

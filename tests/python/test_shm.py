@@ -224,3 +224,76 @@ def test_large_messages_stream_through_many_chunks(world_size):
     results = get_pool(world_size, SMALL_CHUNKS).run(body_large_messages, timeout=170)
     failures = [f"rank {r}: {f}" for r, fs in enumerate(results) for f in fs]
     assert not failures, "\n".join(failures[:20])
+
+
+def body_private_inputs_written_at_once(rank: int, world_size: int, numel: int) -> list[str]:
+    """Large collectives of private inputs that the caller overwrites as soon as each call
+    returns, with the members arriving together (all_to_all and a broadcast root may then do the
+    part that reads the input inside the call) and one after the other (the first one's call is
+    queued and must have kept a copy): results against references from every member's input."""
+    ranks = list(range(world_size))
+    n = world_size
+    order_tag = "private-order"
+    rows = n * (numel // n)
+
+    def meet() -> None:  # a collective on another tag: orders the members' calls, no sleeping
+        ops.wait_tensor(ops.all_reduce(torch.ones(1), "sum", order_tag, ranks, n))
+
+    def inputs(seed: int) -> list[torch.Tensor]:
+        return [member_input(m * 7 + seed, rows, torch.float32) for m in ranks]
+
+    calls = {
+        "all_to_all": (
+            lambda x: ops.all_to_all_single(x, None, None, "private", ranks, n),
+            lambda xs: torch.cat([x.chunk(n)[rank] for x in xs]),
+        ),
+        "permute": (
+            lambda x: ops.permute(x, [(i + 1) % n for i in ranks], "private", ranks, n),
+            lambda xs: xs[(rank - 1) % n],
+        ),
+        "broadcast from 0": (
+            lambda x: ops.broadcast(x, 0, "private", ranks, n),
+            lambda xs: xs[0],
+        ),
+        "broadcast from last": (
+            lambda x: ops.broadcast(x, n - 1, "private", ranks, n),
+            lambda xs: xs[n - 1],
+        ),
+        "all_gather": (
+            lambda x: ops.all_gather_into_tensor(x, "private", ranks, n),
+            torch.cat,
+        ),
+        "all_reduce": (lambda x: ops.all_reduce(x, "sum", "private", ranks, n), sum),
+        "reduce_scatter": (
+            lambda x: ops.reduce_scatter_tensor(x, "sum", "private", ranks, n),
+            lambda xs: sum(xs).chunk(n)[rank],
+        ),
+    }
+    failures = []
+    seed = 0
+    for first in [None, *ranks]:  # None: together; else that member calls before the others
+        for name, (call, expected) in calls.items():
+            seed += 1
+            xs = inputs(seed)
+            x = xs[rank].clone()
+            if first is not None and rank != first:
+                meet()  # after `first` has returned from its call
+            out = call(x)
+            x.fill_(-1.0e6)  # the caller owns its input again
+            if first is not None and rank == first:
+                meet()
+            got = ops.wait_tensor(out)
+            if not torch.equal(got, expected(xs)):
+                when = "together" if first is None else f"rank {first} first"
+                failures.append(f"rank {rank}: {name}, {when}: wrong result")
+    return failures
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+@pytest.mark.parametrize("numel", [1 << 20, 5 << 20])
+def test_private_inputs_overwritten_after_the_call_together_or_apart(world_size, numel):
+    from conftest import get_pool
+
+    results = get_pool(world_size).run(body_private_inputs_written_at_once, numel, timeout=170)
+    failures = [f for fs in results for f in fs]
+    assert not failures, "\n".join(failures[:20])

@@ -3,17 +3,15 @@
 #include "transports/hierarchy/hierarchical_communicator.h"
 
 #include <ATen/ATen.h>
-#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "transports/hierarchy/rail_link.h"
 #include "transports/naming_the_missing.h"
 #include "transports/reduction_staging.h"
 #include "transports/roll_call.h"
+#include "transports/task_queue.h"
 
 #include <algorithm>
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -96,51 +94,6 @@ void wait_for(const Completion& completion) {
   }
 }
 
-// The collectives' steps waiting to run, in issue order, one at a time: by the communicator's
-// worker thread, or by a thread that waits a collective that is next while nothing runs (that
-// thread would block anyway; running the steps there saves the hand-offs between threads, which
-// cost a small collective more than its bytes). Either way every member issues its
-// sub-communicators' collectives in the same order, one after the other.
-struct StepQueue {
-  std::mutex mutex;
-  std::condition_variable ready;
-  std::deque<std::pair<std::function<void()>, Completion>> tasks;
-  bool running = false;  // a task's steps are running, on the worker or a waiter
-  bool stop = false;
-
-  // The worker: runs tasks until told to stop, then drains the rest.
-  void serve() {
-    std::unique_lock<std::mutex> lock(mutex);
-    while (true) {
-      ready.wait(lock, [&] { return !running && (stop || !tasks.empty()); });
-      if (tasks.empty()) {
-        return;
-      }
-      run_front(lock);
-    }
-  }
-
-  // A waiter: runs the task of `done` if it is next and nothing runs.
-  void run_if_next(const c10::ivalue::Future* done) {
-    std::unique_lock<std::mutex> lock(mutex);
-    if (!running && !tasks.empty() && tasks.front().second.get() == done) {
-      run_front(lock);
-      ready.notify_all();  // the worker waits for `running` to clear
-    }
-  }
-
- private:
-  void run_front(std::unique_lock<std::mutex>& lock) {
-    auto [work, done] = std::move(tasks.front());
-    tasks.pop_front();
-    running = true;
-    lock.unlock();
-    run_then_complete(work, done);
-    lock.lock();
-    running = false;
-  }
-};
-
 class HierarchicalCommunicator final : public Communicator {
  public:
   HierarchicalCommunicator(int64_t rank, Placement placement, std::shared_ptr<Communicator> local,
@@ -156,14 +109,7 @@ class HierarchicalCommunicator final : public Communicator {
         even_(placement_.even()),
         roll_call_(std::move(roll_call)) {}
 
-  ~HierarchicalCommunicator() override {
-    {
-      std::lock_guard<std::mutex> lock(queue_->mutex);
-      queue_->stop = true;
-    }
-    queue_->ready.notify_all();
-    end_progress_thread(worker_);  // it drains the queue and outlasts a waiter running a step
-  }
+  ~HierarchicalCommunicator() override { queue_->stop(); }
 
   int64_t rank() const override { return rank_; }
   int64_t size() const override { return static_cast<int64_t>(placement_.host_of.size()); }
@@ -324,7 +270,6 @@ class HierarchicalCommunicator final : public Communicator {
   }
 
   Completion submit(std::function<void()> steps) {
-    auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
     std::function<void()> work = [this, steps = std::move(steps)] {
       if (auto earlier = failure()) {
         TORCH_CHECK(false, "the hierarchical communicator failed earlier: ", *earlier);
@@ -344,24 +289,7 @@ class HierarchicalCommunicator final : public Communicator {
         TORCH_CHECK(false, roll_call_->explain(*why));
       }
     };
-    {
-      std::lock_guard<std::mutex> lock(queue_->mutex);
-      queue_->tasks.push_back({profiled(std::move(work)), done});
-      if (!worker_.joinable()) {
-        worker_ = std::thread([queue = queue_] { queue->serve(); });
-      }
-    }
-    queue_->ready.notify_one();
-    help_when_waited(done, [queue = std::weak_ptr<StepQueue>(queue_), key = done.get()] {
-      if (auto alive = queue.lock()) {
-        // The steps must not meet the waiter's Python dispatch modes, which would see the
-        // hierarchy's own tensor operations; the worker thread has none.
-        c10::impl::ExcludeDispatchKeyGuard no_python(
-            c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
-        alive->run_if_next(key);
-      }
-    });
-    return done;
+    return queue_->push(queue_->lock(), profiled(std::move(work)));
   }
 
   // Failing tells this host's members (waiting on this one in shared memory) at once.
@@ -376,8 +304,7 @@ class HierarchicalCommunicator final : public Communicator {
   bool even_;
   std::shared_ptr<FailureRollCall> roll_call_;  // in the chunk's store
 
-  std::shared_ptr<StepQueue> queue_ = std::make_shared<StepQueue>();
-  std::thread worker_;
+  std::shared_ptr<TaskQueue> queue_ = TaskQueue::create();
 };
 
 }  // namespace

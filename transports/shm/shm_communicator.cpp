@@ -15,15 +15,19 @@
 // over views of the slots, with the dtype staging every transport shares.
 //
 // Large messages (over 256 KiB) and every all_to_all take the direct path instead
-// (shm_direct.h): members read each other's tensors in place in symmetric memory, the segment's
-// per-member regions, from which the outputs of large collectives and the snapshots of queued
-// collectives' inputs are allocated (symmetric_pool.h). The slots serve small messages, and
+// (shm_direct.h): members read (or write) each other's tensors in place in symmetric memory, the
+// segment's per-member regions, from which the outputs of large collectives and the snapshots of
+// queued collectives' inputs are allocated (symmetric_pool.h). The slots serve small messages, and
 // large ones when a member's pool is full. Barriers, announcements and failures: shm_members.h.
 //
 // Progress: collectives run in issue order. One that is small (<= 256 KiB) runs inside the call,
 // and is complete when the op returns, when nothing is queued and every peer has issued it too
-// (each member counts what it issued in its control block); others are queued to the
-// communicator's progress thread and the op returns at once. A caller thus never blocks on a
+// (each member counts what it issued in its control block); others are queued (task_queue.h)
+// and the op returns at once: the progress thread runs them, or the thread that waits one when
+// it is next. A large all_to_all, and the root of a large broadcast, whose peers have all issued
+// it run inside the call the part that reads the input and queue the rest (submit_split): the
+// input then needs no copy (a queued collective reads a copy of a functional op's input, whose
+// caller may write it once the op returns; see kept). A caller thus never blocks on a
 // peer that has not issued the collective: that peer may be blocked itself, in a call on another
 // tag that waits for this member's next call, and a queued collective completes whatever the
 // callers do. The ordering rule, as NCCL has one: every member must issue the collectives of one
@@ -42,12 +46,11 @@
 #include "transports/shm/shm_segment.h"
 #include "transports/shm/stream_copy.h"
 #include "transports/shm/symmetric_pool.h"
+#include "transports/task_queue.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <mutex>
 #include <sstream>
@@ -81,25 +84,17 @@ class ShmCommunicator final : public Communicator {
     cross_memory_ = cross_memory;
   }
 
-  ~ShmCommunicator() override {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    work_ready_.notify_all();
-    end_progress_thread(worker_);
-  }
+  ~ShmCommunicator() override { queue_->stop(); }
 
   int64_t rank() const override { return rank_; }
   int64_t size() const override { return size_; }
   std::string backend_name() const override { return "shm"; }
   void set_timeout(std::chrono::milliseconds timeout) override { sync_.set_timeout(timeout); }
 
-  // Large inputs are always read after the op returns; a small one only when its collective is
-  // queued, which the collective's own method decides (and then keeps a copy: `kept`).
-  bool reads_inputs_after_return(int64_t bytes) const override {
-    return static_cast<size_t>(bytes) > kInlineBytes;
-  }
+  // Whether an input is read after the op returns is decided per call (it is not when the
+  // collective, or the part that reads the input, runs in the call); each collective's method
+  // keeps a copy of what it still reads (`kept`).
+  bool reads_inputs_after_return(int64_t) const override { return false; }
 
   // A tensor the user allocated in symmetric memory is read where it lies
   // (docs/symmetric_memory.md: it must not be written until the collective is waited); anything
@@ -196,7 +191,7 @@ class ShmCommunicator final : public Communicator {
     }
     const bool direct = goes_direct(nbytes(input));
     Turn turn = take_turn("all_gather", nbytes(output));
-    const at::Tensor sent = kept(turn, input);
+    const at::Tensor sent = kept_in_own_block(turn, input, output);
     return submit(std::move(turn), [this, output, input = sent, direct] {
       if (direct && direct_->all_gather(output, input)) {
         return;
@@ -273,7 +268,30 @@ class ShmCommunicator final : public Communicator {
     const size_t row = in_rows == 0 ? 0 : nbytes(input) / in_rows;
     const size_t out_rows = output.dim() == 0 ? 1 : output.size(0);
     const size_t out_row = out_rows == 0 ? 0 : nbytes(output) / out_rows;
-    Turn turn = take_turn("all_to_all", std::max(nbytes(input), nbytes(output)));
+    Turn turn = take_turn("all_to_all", std::max(nbytes(input), nbytes(output)),
+                          /*splits=*/region_bytes_ > 0);
+    const auto byte_splits = [=](DirectCollectives::Unfinished* unfinished) {
+      std::vector<size_t> send(size_), receive(size_);
+      for (int64_t m = 0; m < size_; ++m) {
+        send[m] = input_split_sizes[m] * row;
+        receive[m] = output_split_sizes[m] * out_row;
+      }
+      return direct_->all_to_all(output, input, send, receive, unfinished);
+    };
+    if (!turn.in_call && turn.peers_ready) {
+      // Every peer has issued it: this member writes its pieces into the receivers' outputs
+      // inside the call, which is all that reads its input, so the input needs no copy; only
+      // the last barrier is queued.
+      return submit_split(std::move(turn), [=, this]() -> std::function<void()> {
+        DirectCollectives::Unfinished unfinished;
+        if (byte_splits(&unfinished)) {
+          return [this, unfinished] { direct_->finish(unfinished); };
+        }
+        all_to_all_through_slots(output, input, row, out_row, output_split_sizes,
+                                 input_split_sizes);
+        return nullptr;
+      });
+    }
     const at::Tensor sent = kept(turn, input);
     return submit(std::move(turn), [this, output, input = sent, row, out_row, output_split_sizes,
                                     input_split_sizes] {
@@ -287,48 +305,55 @@ class ShmCommunicator final : public Communicator {
           return;
         }
       }
-      const size_t piece = std::max<size_t>(kAlign, chunk_ / size_ / kAlign * kAlign);
-      std::vector<size_t> send(size_), send_at(size_), recv(size_), recv_at(size_);
-      size_t rounds = 0;
-      for (int64_t m = 0, s = 0, r = 0; m < size_; ++m) {
-        send[m] = input_split_sizes[m] * row;
-        recv[m] = output_split_sizes[m] * out_row;
-        send_at[m] = s;
-        recv_at[m] = r;
-        s += send[m];
-        r += recv[m];
-        rounds = std::max({rounds, (send[m] + piece - 1) / piece, (recv[m] + piece - 1) / piece});
+      all_to_all_through_slots(output, input, row, out_row, output_split_sizes, input_split_sizes);
+    });
+  }
+
+  // all_to_all in 4 MiB rounds through the slots.
+  void all_to_all_through_slots(const at::Tensor& output, const at::Tensor& input, size_t row,
+                                size_t out_row, const std::vector<int64_t>& output_split_sizes,
+                                const std::vector<int64_t>& input_split_sizes) {
+    const size_t piece = std::max<size_t>(kAlign, chunk_ / size_ / kAlign * kAlign);
+    std::vector<size_t> send(size_), send_at(size_), recv(size_), recv_at(size_);
+    size_t rounds = 0;
+    for (int64_t m = 0, s = 0, r = 0; m < size_; ++m) {
+      send[m] = input_split_sizes[m] * row;
+      recv[m] = output_split_sizes[m] * out_row;
+      send_at[m] = s;
+      recv_at[m] = r;
+      s += send[m];
+      r += recv[m];
+      rounds = std::max({rounds, (send[m] + piece - 1) / piece, (recv[m] + piece - 1) / piece});
+    }
+    begin(OpCode::kAllToAll, 0);
+    // What a member sends itself is copied directly, not through the segment.
+    std::memcpy(bytes_of(output) + recv_at[rank_], bytes_of(input) + send_at[rank_],
+                std::min(send[rank_], recv[rank_]));
+    // Members know only their own sends and receives: agree on the number of rounds.
+    const int parity = sync_.parity();
+    control(rank_).value[parity].store(static_cast<int64_t>(rounds), std::memory_order_relaxed);
+    barrier("all_to_all");
+    for (int64_t m = 0; m < size_; ++m) {
+      rounds = std::max(
+          rounds, static_cast<size_t>(control(m).value[parity].load(std::memory_order_relaxed)));
+    }
+    for (size_t round = 0; round < rounds; ++round) {
+      const size_t off = round * piece;
+      const int set = next_set();
+      for (int64_t m = 0; m < size_; ++m) {
+        if (m != rank_ && off < send[m]) {
+          std::memcpy(slot(set, rank_) + m * piece, bytes_of(input) + send_at[m] + off,
+                      std::min(piece, send[m] - off));
+        }
       }
-      begin(OpCode::kAllToAll, 0);
-      // What a member sends itself is copied directly, not through the segment.
-      std::memcpy(bytes_of(output) + recv_at[rank_], bytes_of(input) + send_at[rank_],
-                  std::min(send[rank_], recv[rank_]));
-      // Members know only their own sends and receives: agree on the number of rounds.
-      const int parity = sync_.parity();
-      control(rank_).value[parity].store(static_cast<int64_t>(rounds), std::memory_order_relaxed);
       barrier("all_to_all");
       for (int64_t m = 0; m < size_; ++m) {
-        rounds = std::max(
-            rounds, static_cast<size_t>(control(m).value[parity].load(std::memory_order_relaxed)));
-      }
-      for (size_t round = 0; round < rounds; ++round) {
-        const size_t off = round * piece;
-        const int set = next_set();
-        for (int64_t m = 0; m < size_; ++m) {
-          if (m != rank_ && off < send[m]) {
-            std::memcpy(slot(set, rank_) + m * piece, bytes_of(input) + send_at[m] + off,
-                        std::min(piece, send[m] - off));
-          }
-        }
-        barrier("all_to_all");
-        for (int64_t m = 0; m < size_; ++m) {
-          if (m != rank_ && off < recv[m]) {
-            std::memcpy(bytes_of(output) + recv_at[m] + off, slot(set, m) + rank_ * piece,
-                        std::min(piece, recv[m] - off));
-          }
+        if (m != rank_ && off < recv[m]) {
+          std::memcpy(bytes_of(output) + recv_at[m] + off, slot(set, m) + rank_ * piece,
+                      std::min(piece, recv[m] - off));
         }
       }
-    });
+    }
   }
 
   Completion broadcast(const at::Tensor& buffer, int64_t root) override {
@@ -341,40 +366,59 @@ class ShmCommunicator final : public Communicator {
     if (output.numel() == 0) {
       return completed();
     }
-    Turn turn = take_turn("broadcast", nbytes(output));
     const bool direct = goes_direct(nbytes(output));
+    Turn turn = take_turn("broadcast", nbytes(output), /*splits=*/direct && rank_ == root);
+    if (rank_ == root && !turn.in_call && turn.peers_ready) {
+      // Every peer has issued it: the root copies its data where the others read it inside the
+      // call, piece by piece while they copy it out (all that reads its input), and queues only
+      // the last barrier.
+      return submit_split(std::move(turn), [=, this]() -> std::function<void()> {
+        DirectCollectives::Unfinished unfinished;
+        if (direct_->broadcast(output, input, root, &unfinished)) {
+          return [this, unfinished] { direct_->finish(unfinished); };
+        }
+        broadcast_through_slots(output, input, root);
+        return nullptr;
+      });
+    }
     at::Tensor source = input;
-    if (rank_ == root && !turn.in_call && !input.is_same(output)) {
+    if (rank_ == root && !turn.in_call && !input.is_same(output) &&
+        InputsReusedOnReturn::active()) {
       // The root's copy of its input goes straight into its output (which nobody reads before
       // the wait), and the others read it there: one copy instead of a snapshot and a copy.
       if (direct && input.is_contiguous() && pool_->offset_in_segment(output)) {
         stream_copy(output.data_ptr(), input.data_ptr(), nbytes(output), streaming(nbytes(output)));
         source = output;
       } else {
-        source = snapshot(input);
+        source = kept(turn, input);
       }
     }
     return submit(std::move(turn), [this, output, source, root, direct] {
       if (direct && direct_->broadcast(output, source, root)) {
         return;
       }
-      const size_t total = nbytes(output);
-      begin(OpCode::kBroadcast, total * 131 + static_cast<uint64_t>(root));
-      for (size_t off = 0; off < total; off += chunk_) {
-        const size_t len = std::min(chunk_, total - off);
-        const int set = next_set();
-        if (rank_ == root) {
-          std::memcpy(slot(set, root), bytes_of(source) + off, len);
-          if (!source.is_same(output)) {
-            std::memcpy(bytes_of(output) + off, bytes_of(source) + off, len);
-          }
-        }
-        barrier("broadcast");
-        if (rank_ != root) {
-          std::memcpy(bytes_of(output) + off, slot(set, root), len);
+      broadcast_through_slots(output, source, root);
+    });
+  }
+
+  // broadcast in 4 MiB rounds through the root's slot.
+  void broadcast_through_slots(const at::Tensor& output, const at::Tensor& source, int64_t root) {
+    const size_t total = nbytes(output);
+    begin(OpCode::kBroadcast, total * 131 + static_cast<uint64_t>(root));
+    for (size_t off = 0; off < total; off += chunk_) {
+      const size_t len = std::min(chunk_, total - off);
+      const int set = next_set();
+      if (rank_ == root) {
+        std::memcpy(slot(set, root), bytes_of(source) + off, len);
+        if (!source.is_same(output)) {
+          std::memcpy(bytes_of(output) + off, bytes_of(source) + off, len);
         }
       }
-    });
+      barrier("broadcast");
+      if (rank_ != root) {
+        std::memcpy(bytes_of(output) + off, slot(set, root), len);
+      }
+    }
   }
 
   Completion gather(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
@@ -432,11 +476,6 @@ class ShmCommunicator final : public Communicator {
   }
 
  private:
-  struct Task {
-    std::function<void()> work;
-    c10::intrusive_ptr<c10::ivalue::Future> done;
-  };
-
   MemberControl& control(int64_t member) const { return sync_.control(member); }
   void begin(OpCode op, uint64_t detail) { sync_.begin(op, detail); }
   void barrier(const char* op) { sync_.barrier(op); }
@@ -507,9 +546,10 @@ class ShmCommunicator final : public Communicator {
     }
   }
 
-  // Whether every peer has issued collective `number`, waiting briefly (spinning, then yielding)
-  // for those that have not yet: peers usually arrive within microseconds of each other.
-  bool peers_issued(uint64_t number) const {
+  // Whether every peer has issued collective `number`, waiting briefly (spinning, then yielding,
+  // at least `patience`) for those that have not yet: peers usually arrive within microseconds
+  // of each other.
+  bool peers_issued(uint64_t number, std::chrono::nanoseconds patience) const {
     const auto all_issued = [&] {
       for (int64_t m = 0; m < size_; ++m) {
         if (m != rank_ && control(m).issued.load(std::memory_order_acquire) < number) {
@@ -524,7 +564,8 @@ class ShmCommunicator final : public Communicator {
       }
       cpu_relax();
     }
-    for (int i = 0; i < kYields; ++i) {
+    const auto deadline = Clock::now() + patience;
+    for (int i = 0; i < kYields || Clock::now() < deadline; ++i) {
       if (all_issued()) {
         return true;
       }
@@ -541,80 +582,102 @@ class ShmCommunicator final : public Communicator {
     std::unique_lock<std::mutex> lock;
     const char* op;
     bool in_call;
+    // Nothing queued and every peer has issued it: a large collective may do inside the call
+    // the part that reads its input (see all_to_all), without blocking on a peer's caller.
+    bool peers_ready;
   };
 
-  Turn take_turn(const char* op, size_t bytes) {
+  // `splits`: a large collective that can do the part that reads its input inside the call
+  // waits up to what a copy of that input would take for its peers to issue it too.
+  Turn take_turn(const char* op, size_t bytes, bool splits = false) {
     if (auto failed = failure()) {
       TORCH_CHECK(false, "c10d_func.", op, ": the shm communicator failed earlier: ", *failed);
     }
-    std::unique_lock<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock = queue_->lock();
     const uint64_t number = ++issued_;
     control(rank_).issued.store(number, std::memory_order_release);
     // One ordered caller cannot meet its peers in another order: every collective runs in the
     // call. Otherwise a small one does, once every peer has issued it too.
-    const bool in_call = queue_.empty() && !running_ &&
-                         (one_ordered_caller_ || (bytes <= kInlineBytes && peers_issued(number)));
-    return Turn{std::move(lock), op, in_call};
+    if (!queue_->idle()) {
+      return Turn{std::move(lock), op, false, false};
+    }
+    if (one_ordered_caller_) {
+      return Turn{std::move(lock), op, true, true};
+    }
+    const bool small = bytes <= kInlineBytes;
+    const bool ready = (small || splits) &&
+                       peers_issued(number, small ? std::chrono::nanoseconds(0) : copy_time(bytes));
+    return Turn{std::move(lock), op, small && ready, ready};
   }
 
-  // What a queued collective may read of a small input: a private copy, since the caller may
-  // write its tensor as soon as the op returns (large inputs are copied by the kernels, see
-  // reads_inputs_after_return).
-  static at::Tensor kept(const Turn& turn, const at::Tensor& input) {
-    if (turn.in_call || nbytes(input) > kInlineBytes) {
+  // About what copying `bytes` of private memory takes (at 8 GB/s): how long a collective that
+  // would otherwise copy its input waits for its peers instead.
+  static std::chrono::nanoseconds copy_time(size_t bytes) {
+    return std::chrono::nanoseconds(bytes / 8);
+  }
+
+  // What a queued collective may read of `input`: where the caller may write it as soon as the
+  // op returns (InputsReusedOnReturn), a copy (in the pool when large, so the others read it
+  // in place); the input itself when the collective runs in the call or the caller keeps it
+  // untouched until the wait.
+  at::Tensor kept(const Turn& turn, const at::Tensor& input) {
+    if (turn.in_call || !InputsReusedOnReturn::active()) {
       return input;
+    }
+    if (nbytes(input) > kInlineBytes) {
+      return snapshot(input);
     }
     return input.clone(at::MemoryFormat::Contiguous);
   }
 
-  // Runs `work` inside the call or on the progress thread, as `turn` decided; either way in issue
-  // order.
+  // kept() for all_gather: the caller's own block of `output` filled with `input` now, where
+  // its input ends up anyway, instead of a copy elsewhere (the others read it there).
+  at::Tensor kept_in_own_block(const Turn& turn, const at::Tensor& input,
+                               const at::Tensor& output) {
+    if (turn.in_call || !InputsReusedOnReturn::active() || nbytes(input) <= kInlineBytes ||
+        !output.is_contiguous() || !input.is_contiguous()) {
+      return kept(turn, input);
+    }
+    at::Tensor own = output.view(-1).narrow(0, rank_ * input.numel(), input.numel());
+    stream_copy(own.data_ptr(), input.data_ptr(), nbytes(input), streaming(nbytes(input)));
+    return own.view(input.sizes());
+  }
+
+  // Runs `work` inside the call, or queues it for the progress thread (or the thread that waits
+  // it, task_queue.h), as `turn` decided; either way in issue order.
   Completion submit(Turn turn, std::function<void()> work) {
     work = profiled(std::move(work));
     if (turn.in_call) {
-      running_ = true;
-      turn.lock.unlock();
-      try {
-        work();
-      } catch (...) {
-        std::lock_guard<std::mutex> relock(mutex_);
-        running_ = false;
-        throw;
-      }
-      std::lock_guard<std::mutex> relock(mutex_);
-      running_ = false;
+      queue_->run_here(std::move(turn.lock), work);
       return completed();
     }
-    auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
-    queue_.push_back(Task{std::move(work), done});
-    if (!worker_.joinable()) {
-      worker_ = std::thread([this] { progress(); });
-    }
-    turn.lock.unlock();
-    work_ready_.notify_one();
-    return done;
+    return queue_->push(std::move(turn.lock), [this, work = std::move(work)] {
+      if (auto failed = failure()) {
+        TORCH_CHECK(false, "the shm communicator failed earlier: ", *failed);
+      }
+      work();
+    });
   }
 
-  void progress() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (true) {
-      work_ready_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) {
-        return;  // stopping
-      }
-      Task task = std::move(queue_.front());
-      queue_.pop_front();
-      running_ = true;
-      lock.unlock();
-      if (auto failed = failure()) {
-        task.work = [reason = *failed] {
-          TORCH_CHECK(false, "the shm communicator failed earlier: ", reason);
-        };
-      }
-      run_then_complete(task.work, task.done);
-      lock.lock();
-      running_ = false;
-    }
+  // Runs inside the call the part of a collective that `first` does (all that reads the
+  // caller's input) and queues the rest it returns, as the next collective. Both parts are
+  // profiled under the collective's name (issued on this thread).
+  Completion submit_split(Turn turn, std::function<std::function<void()>()> first) {
+    auto rest = std::make_shared<std::function<void()>>();
+    std::function<void()> start = profiled([first = std::move(first), rest] { *rest = first(); });
+    return queue_->run_here_then_push(
+        std::move(turn.lock), [this, start = std::move(start), rest]() -> std::function<void()> {
+          start();
+          if (!*rest) {
+            return nullptr;
+          }
+          return [this, finish = profiled(std::move(*rest))] {
+            if (auto failed = failure()) {
+              TORCH_CHECK(false, "the shm communicator failed earlier: ", *failed);
+            }
+            finish();
+          };
+        });
   }
 
   void on_failed(const std::string& reason) override { sync_.publish_failure(reason); }
@@ -634,13 +697,8 @@ class ShmCommunicator final : public Communicator {
   std::unique_ptr<DirectCollectives> direct_;
   uint64_t sets_used_ = 0;
 
-  mutable std::mutex mutex_;
-  uint64_t issued_ = 0;  // under mutex_: collectives issued, as published in our control block
-  std::condition_variable work_ready_;
-  std::deque<Task> queue_;
-  bool running_ = false;
-  bool stop_ = false;
-  std::thread worker_;
+  std::shared_ptr<TaskQueue> queue_ = TaskQueue::create();
+  uint64_t issued_ = 0;  // under the queue's lock: collectives issued, as in our control block
 };
 
 }  // namespace

@@ -16,6 +16,8 @@ namespace {
 // Reductions run over pieces that stay in cache between the reduction and the copies to the
 // other members' outputs.
 constexpr size_t kPieceBytes = size_t{256} << 10;
+// A pipelined copy (broadcast) takes at most this many steps.
+constexpr size_t kMaxPieces = 64;
 // A private tensor at least this large is attached rather than copied into the pool. Measured on
 // a 2-core VM, in-place dist.all_reduce through the backend: attached 5.0-5.4 ms at 32 MiB and
 // 8.8-9.2 ms at 64 MiB against 9.5-10.1 and 16.7-17.2 ms copied; at 2 MiB, 0.7 ms against 0.2
@@ -242,26 +244,26 @@ bool DirectCollectives::reduce_scatter(const at::Tensor& output, const at::Tenso
 
 bool DirectCollectives::all_to_all(const at::Tensor& output, const at::Tensor& input,
                                    const std::vector<size_t>& send,
-                                   const std::vector<size_t>& receive) {
+                                   const std::vector<size_t>& receive, Unfinished* unfinished) {
   const int64_t n = members_.size();
   const int64_t rank = members_.rank();
   at::Tensor staged;
-  const Placement input_at = place(input, staged, /*copy=*/true);
+  const Placement output_at = place(output, staged, /*copy=*/false);
   auto* directory = reinterpret_cast<int64_t*>(pool_->base() + directory_offset(n));
   const auto entry = [&](int64_t member, int64_t peer) {
     return directory + (member * n + peer) * kDirectoryFields;
   };
   for (int64_t m = 0, at = 0; m < n; ++m) {
-    entry(rank, m)[0] = at;
+    entry(rank, m)[0] = at;  // where member m's piece lands in this member's output (for dumps)
     entry(rank, m)[1] = static_cast<int64_t>(send[m]);
     entry(rank, m)[2] = static_cast<int64_t>(receive[m]);
-    at += static_cast<int64_t>(send[m]);
+    at += static_cast<int64_t>(receive[m]);
   }
-  if (!agree("all_to_all", OpCode::kAllToAll, 0, input_at, {}, everyone, nobody)) {
+  if (!agree("all_to_all", OpCode::kAllToAll, 0, {}, output_at, nobody, everyone)) {
     return false;
   }
   // Every member checks every pair, so a mismatch fails on all members alike instead of leaving
-  // the ones that did not see it waiting.
+  // the ones that did not see it waiting. Then each bound is checked before it is used.
   for (int64_t from = 0; from < n; ++from) {
     for (int64_t to = 0; to < n; ++to) {
       if (entry(from, to)[1] != entry(to, from)[2]) {
@@ -274,36 +276,92 @@ bool DirectCollectives::all_to_all(const at::Tensor& output, const at::Tensor& i
       }
     }
   }
-  const bool streams = streaming(nbytes(output));
+  // Each member writes its pieces straight into the receivers' outputs: nobody reads another
+  // member's input, so an input needs no copy where the others can read it.
+  char* mine = bytes_of(staged.defined() ? staged : output);
+  const bool streams = streaming(nbytes(input));
   for (int64_t m = 0, at = 0; m < n; ++m) {
-    char* to = bytes_of(output) + at;
-    if (m == rank) {
-      stream_copy(to, bytes_of(input) + entry(m, rank)[0], receive[m], streams);
-    } else {
-      read_input("all_to_all", m, entry(m, rank)[0], to, receive[m], streams);
+    const char* piece = bytes_of(input) + at;
+    size_t lands_at = 0;  // after what member m receives from the members before this one
+    for (int64_t k = 0; k < rank; ++k) {
+      lands_at += static_cast<size_t>(entry(m, k)[2]);
     }
-    at += static_cast<int64_t>(receive[m]);
+    if (m == rank) {
+      stream_copy(mine + lands_at, piece, send[m], streams);
+    } else if (send[m] > 0) {
+      write_output("all_to_all", m, lands_at, piece, send[m], streams);
+    }
+    at += static_cast<int64_t>(send[m]);
   }
-  members_.barrier("all_to_all");
+  Unfinished rest{"all_to_all", output, staged};
+  if (unfinished != nullptr) {
+    *unfinished = std::move(rest);
+  } else {
+    finish(rest);
+  }
   return true;
 }
 
-bool DirectCollectives::broadcast(const at::Tensor& output, const at::Tensor& input, int64_t root) {
+void DirectCollectives::finish(const Unfinished& unfinished) {
+  members_.barrier(unfinished.op);    // every member has written what it sends
+  if (unfinished.staged.defined()) {  // the output lies outside the segment: copy it out
+    stream_copy(unfinished.output.data_ptr(), unfinished.staged.data_ptr(),
+                nbytes(unfinished.output), streaming(nbytes(unfinished.output)));
+  }
+}
+
+bool DirectCollectives::broadcast(const at::Tensor& output, const at::Tensor& input, int64_t root,
+                                  Unfinished* unfinished) {
   const size_t total = nbytes(output);
   const bool is_root = members_.rank() == root;
+  const bool streams = streaming(total);
+  // Where the others read the root's data: its input where they can read it in place, else its
+  // output when that is in the segment, else a block of its pool. The root fills the last two
+  // piece by piece, and the others copy each piece as soon as it is there.
   at::Tensor staged;
-  const Placement input_at = is_root ? place(input, staged, /*copy=*/true) : Placement{0, 0};
+  Placement source;
+  const char* fill_from = nullptr;  // what the root copies into `fill`, piece by piece
+  char* fill = nullptr;
+  if (is_root) {
+    if (pool_->offset_in_segment(input)) {
+      source = place(input, staged, /*copy=*/false);
+    } else if (auto offset = pool_->offset_in_segment(output)) {
+      source = {static_cast<int64_t>(*offset), 0};
+      fill = input.data_ptr() == output.data_ptr() ? nullptr : bytes_of(output);
+    } else {
+      source = place(input, staged, /*copy=*/false);
+      fill = staged.defined() ? bytes_of(staged) : nullptr;
+    }
+    fill_from = bytes_of(input);
+  }
   const auto root_only = [root](int64_t m) { return m == root; };
-  if (!agree("broadcast", OpCode::kBroadcast, total * 131 + static_cast<uint64_t>(root), input_at,
-             {}, root_only, nobody)) {
+  if (!agree("broadcast", OpCode::kBroadcast, total * 131 + static_cast<uint64_t>(root), source, {},
+             root_only, nobody)) {
     return false;
   }
-  if (!is_root) {
-    read_input("broadcast", root, 0, bytes_of(output), total, streaming(total));
-  } else if (input.data_ptr() != output.data_ptr()) {
-    stream_copy(bytes_of(output), bytes_of(input), total, streaming(total));
+  const size_t piece = round_up(std::max(kPieceBytes, total / kMaxPieces), kAlign);
+  for (size_t off = 0; off < total; off += piece) {
+    const size_t len = std::min(piece, total - off);
+    if (!is_root) {
+      members_.follow(root, "broadcast");
+      read_input("broadcast", root, off, bytes_of(output) + off, len, streams);
+    } else {
+      if (fill != nullptr) {  // read at once by the others: kept in cache
+        stream_copy(fill + off, fill_from + off, len, /*stream=*/false);
+      }
+      members_.advance();
+    }
   }
-  members_.barrier("broadcast");
+  if (is_root && fill != bytes_of(output) && input.data_ptr() != output.data_ptr()) {
+    stream_copy(bytes_of(output), bytes_of(input), total, streams);
+  }
+  Unfinished rest{"broadcast", output, {}};
+  rest.keep = staged;  // the others may still read it until the last barrier
+  if (unfinished != nullptr) {
+    *unfinished = std::move(rest);
+  } else {
+    finish(rest);
+  }
   return true;
 }
 

@@ -2,7 +2,9 @@
 // DirectCollectives: the shm transport's collectives on symmetric memory. Each member publishes
 // where its input (and, for all_reduce, its output) lies in the segment, all meet at one
 // barrier, then every member reads the others' tensors in place and writes its own result (or,
-// for all_reduce, its share of everyone's), and a second barrier ends the collective: two
+// for all_reduce, its share of everyone's; all_to_all pushes into the receivers' outputs
+// instead, and broadcast pipelines the root's copy with the others' reads), and a second
+// barrier ends the collective: two
 // barriers whatever the size, and each byte moved once, where the slots stream a message through
 // 4 MiB pieces with a barrier (or two) per piece and copy it in and out.
 //
@@ -35,10 +37,27 @@ class DirectCollectives {
   // The caller finishes avg (its share is small).
   bool reduce_scatter(const at::Tensor& output, const at::Tensor& input, ReduceOp op,
                       ReduceOp asked);
+  // What is left of a collective that returned before its last barrier: the barrier, and the
+  // copy out of a staged output.
+  struct Unfinished {
+    const char* op = nullptr;
+    at::Tensor output;
+    at::Tensor staged;  // defined when the output lies outside the segment
+    at::Tensor keep;    // a block the others read until the last barrier
+  };
+  void finish(const Unfinished& unfinished);
+
   // Byte lengths of what this member sends to and receives from each member, in member order.
+  // Every member writes its pieces into the receivers' outputs (pushed, so no input needs to be
+  // where the others can read it). With `unfinished`, returns once this member's pieces are
+  // written, which is all that reads `input`, and leaves the rest there for finish().
   bool all_to_all(const at::Tensor& output, const at::Tensor& input,
-                  const std::vector<size_t>& send, const std::vector<size_t>& receive);
-  bool broadcast(const at::Tensor& output, const at::Tensor& input, int64_t root);
+                  const std::vector<size_t>& send, const std::vector<size_t>& receive,
+                  Unfinished* unfinished = nullptr);
+  // Pipelined: the others copy each piece of the root's data as soon as it is where they read
+  // it. With `unfinished`, the root returns after its last piece (all that reads `input`).
+  bool broadcast(const at::Tensor& output, const at::Tensor& input, int64_t root,
+                 Unfinished* unfinished = nullptr);
   bool gather(const at::Tensor& output, const at::Tensor& input, int64_t root);
   bool scatter(const at::Tensor& output, const at::Tensor& input, int64_t root);
 

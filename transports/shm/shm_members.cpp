@@ -31,14 +31,30 @@ void Members::begin(OpCode op, uint64_t detail) {
   first_barrier_ = true;
 }
 
-void Members::barrier(const char* op) {
-  const uint64_t step = ++steps_;
+void Members::publish(uint64_t step) {
   MemberControl& me = control(rank_);
   me.arrived.store(step, std::memory_order_release);
   me.wake.fetch_add(1, std::memory_order_seq_cst);
   if (me.sleepers.load(std::memory_order_seq_cst) > 0) {
     futex_wake_all(me.wake);
   }
+}
+
+void Members::advance() {
+  publish(++steps_);
+}
+
+void Members::follow(int64_t leader, const char* op) {
+  const uint64_t step = ++steps_;
+  publish(step);
+  if (leader != rank_) {
+    wait_for(leader, step, op);
+  }
+}
+
+void Members::barrier(const char* op) {
+  const uint64_t step = ++steps_;
+  publish(step);
   for (int64_t m = 0; m < size_; ++m) {
     if (m != rank_) {
       wait_for(m, step, op);

@@ -39,6 +39,11 @@ class Members {
   // another: announcements alternate between two places by the collective's parity.
   void begin(OpCode op, uint64_t detail);
   void barrier(const char* op);
+  // A pipeline inside a collective, after its first barrier: the leader publishes each step it
+  // completes without waiting (advance); the others take the same steps waiting for the leader
+  // alone (follow). Every member takes as many steps, so the barrier after them is met by all.
+  void advance();
+  void follow(int64_t leader, const char* op);
 
   // Fails the collective on this member (and the communicator for later calls). Worded as
   // pending_work words a failure seen at a wait, since a small collective fails inside the call.
@@ -52,6 +57,8 @@ class Members {
 
  private:
   void wait_for(int64_t member, uint64_t step, const char* op);
+  // Publishes that this member reached `step` and wakes those asleep on it.
+  void publish(uint64_t step);
   void check_same_collective(const char* op);
 
   Communicator& owner_;

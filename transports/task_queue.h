@@ -1,0 +1,67 @@
+#pragma once
+// TaskQueue: the collectives of one communicator that did not run inside their call, run one at
+// a time in issue order, on a progress thread of the queue's own or in a thread that waits one.
+//
+// A waiter would block anyway, so when the collective it waits is next and nothing runs, it runs
+// the collective itself: a small collective then costs no hand-off to the progress thread and
+// back (two wake-ups, more than its bytes cost), and a peer that arrived late does not pay the
+// early member's thread switches. The progress thread still runs whatever nobody waits, so a
+// collective completes whatever the callers do (no caller ever blocks on a peer's caller).
+//
+// Callers that run a collective in the call (nothing queued or running, see idle) hold the
+// queue's lock from that decision until run_here or push, so that no collective issued
+// meanwhile by another thread overtakes theirs.
+#include "transports/communicator.h"
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace c10d_func {
+
+class TaskQueue : public std::enable_shared_from_this<TaskQueue> {
+ public:
+  static std::shared_ptr<TaskQueue> create() { return std::shared_ptr<TaskQueue>(new TaskQueue()); }
+  ~TaskQueue();
+
+  std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(mutex_); }
+  // Nothing queued and nothing running (the caller holds the lock).
+  bool idle() const { return tasks_.empty() && !running_; }
+
+  // Runs `work` in this thread as the next collective (the caller found the queue idle under
+  // `lock`, released here); rethrows what it threw.
+  void run_here(std::unique_lock<std::mutex> lock, const std::function<void()>& work);
+
+  // Runs `first` in this thread as the next collective (as run_here), then queues the rest it
+  // returns (the part that waits for the peers, if any) ahead of anything issued meanwhile, and
+  // returns the rest's Completion (a completed one when there is no rest).
+  Completion run_here_then_push(std::unique_lock<std::mutex> lock,
+                                const std::function<std::function<void()>()>& first);
+
+  // Queues `work` behind everything issued before (`lock` released here); its Completion is
+  // finished by the progress thread or by a waiter, with its outcome.
+  Completion push(std::unique_lock<std::mutex> lock, std::function<void()> work);
+
+  // Runs what is queued, then ends the progress thread; later pushes fail their Completion.
+  void stop();
+
+ private:
+  TaskQueue() = default;
+  void serve();
+  void run_if_next(const c10::ivalue::Future* done);
+  void run_front(std::unique_lock<std::mutex>& lock);
+  // Lets a thread that waits `done` run it when it is next.
+  void let_waiter_run(const Completion& done);
+
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::pair<std::function<void()>, Completion>> tasks_;
+  bool running_ = false;  // a collective runs: in a call, on the progress thread or in a waiter
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+}  // namespace c10d_func
