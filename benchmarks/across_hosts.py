@@ -9,8 +9,8 @@ the link limited to 10 Gb/s (tc tbf) and once unlimited.
     sudo python -m benchmarks.across_hosts [--iters 20] [--out benchmarks/results/hosts2]
 
 Two measures, after a warm-up, as rank 0 sees them: the median time of one call (each rank starting
-together after a barrier), and the mean time per call of `iters` calls back to back (each waited
-before the next). Ratios are against c10d_func hierarchical. Writes results.json and results.md to
+together after a barrier; the implementations take turns call by call), and the mean time per call
+of `iters` calls back to back (each waited before the next). Ratios are against c10d_func hierarchical. Writes results.json and results.md to
 --out.
 """
 
@@ -27,7 +27,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent / "tests" / "python"
-SIZES = [8, 64 << 10, 1 << 20, 16 << 20]
+SIZES = [8, 64 << 10, 1 << 20, 8 << 20, 16 << 20]
 IMPLS = [
     "c10d_func hierarchical",
     "c10d_func flat Gloo",
@@ -64,27 +64,33 @@ def rank_main(iters: int) -> None:
     }
     single: dict[str, dict[str, float]] = {}
     back_to_back: dict[str, dict[str, float]] = {}
+    names = list(calls)
     for size in SIZES:
         x = torch.ones(max(size // 4, 2))
-        for name, call in calls.items():
+        for call in calls.values():
             for _ in range(3):
                 call(x.clone())
-            # One call at a time, every rank starting together after a barrier.
-            times = []
-            for _ in range(iters):
+        # One call at a time, every rank starting together after a barrier; the implementations
+        # take turns call by call (the order rotating), so slow drift on the machine lands on
+        # all of them alike.
+        times: dict[str, list[float]] = {name: [] for name in names}
+        for i in range(iters):
+            for name in names[i % len(names) :] + names[: i % len(names)]:
                 y = x.clone()
                 dist.barrier()
                 start = time.perf_counter()
-                call(y)
-                times.append(time.perf_counter() - start)
-            single.setdefault(str(size), {})[name] = statistics.median(times) * 1e6
-            # Calls back to back, each waited before the next (a training step's many small
-            # all_reduces): the mean over `iters` calls.
+                calls[name](y)
+                times[name].append(time.perf_counter() - start)
+        for name in names:
+            single.setdefault(str(size), {})[name] = statistics.median(times[name]) * 1e6
+        # Calls back to back, each waited before the next (a training step's many small
+        # all_reduces): the mean over `iters` calls, implementations in turn.
+        for i, name in enumerate(names):
             ys = [x.clone() for _ in range(iters)]
             dist.barrier()
             start = time.perf_counter()
             for y in ys:
-                call(y)
+                calls[name](y)
             back_to_back.setdefault(str(size), {})[name] = (
                 (time.perf_counter() - start) / iters * 1e6
             )
@@ -127,7 +133,25 @@ def table(runs: dict[str, dict]) -> str:
     for link, result in runs.items():
         for measure, what in MEASURES.items():
             lines.extend(rows(f"{link}: {what}", result[measure]))
+            if result.get("gbit"):
+                lines.extend(link_rate(result[measure], result["gbit"]))
     return "\n".join(lines) + "\n"
+
+
+def link_rate(result: dict[str, dict[str, float]], gbit: float) -> list[str]:
+    """How close the hierarchical all_reduce comes to the link: between 2 hosts each host must
+    send the other its whole partial sum's worth (half in the reduce-scatter, half in the
+    all-gather), so `size` bytes each way take at least size / rate."""
+    lines = ["", "Link-rate fraction of c10d_func hierarchical (the floor: size / link rate):", ""]
+    for size in SIZES:
+        if size >= 1 << 20:
+            floor_us = size / (gbit * 1e9 / 8) * 1e6
+            measured = result[str(size)][IMPLS[0]]
+            lines.append(
+                f"- {human(size)}: floor {floor_us:.0f} µs, measured {measured:.0f} µs: "
+                f"**{floor_us / measured:.0%}** of the link's rate"
+            )
+    return lines
 
 
 def rows(title: str, result: dict[str, dict[str, float]]) -> list[str]:
@@ -153,6 +177,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.across_hosts", description=__doc__)
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "hosts2")
+    parser.add_argument(
+        "--links", choices=["both", "limited"], default="both", help="'limited': 10 Gb/s only"
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(TESTS))
     from hosts import TestHosts, available, host_results
@@ -161,7 +188,8 @@ def main() -> None:
     if why_not:
         sys.exit(f"benchmarks.across_hosts: {why_not}")
     runs = {}
-    for link, gbit in (("veth limited to 10 Gb/s", 10.0), ("veth unlimited", None)):
+    links = [("veth limited to 10 Gb/s", 10.0), ("veth unlimited", None)]
+    for link, gbit in links[:1] if args.links == "limited" else links:
         with TestHosts(2) as hosts:
             if gbit:
                 hosts.limit(1, gbit)
@@ -177,6 +205,7 @@ def main() -> None:
         if code != 0 or not lines:
             sys.exit(f"rank 0 failed ({code}):\n{out[-4000:]}")
         runs[link] = json.loads(lines[-1][len("RESULT ") :])
+        runs[link]["gbit"] = gbit
         print(
             f"{link}: hierarchical served by {runs[link]['hierarchical_backend']}, the backend's "
             f"group by {runs[link]['backend_group_transport']}",

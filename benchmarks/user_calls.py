@@ -249,7 +249,7 @@ def render(results: dict[str, Any]) -> str:
             f"{meta['date']} · torch {meta['torch_version']} · world size {meta['world_size']} · "
             f"c10d_func transport {meta['transport']} · "
             f"{meta['cpu_count']} host CPUs · 1 thread per rank · {meta['iters']} timed iterations "
-            f"per cell ({meta['small_iters']} for 8 B), warm-up {meta['warmup']}, interleaved"
+            f"per cell ({meta['small_iters']} for 8 B), warm-up {meta['warmup']}, implementations in turn"
         ),
         "",
         "## (A) Private input: after a barrier, and back to back",

@@ -43,6 +43,7 @@ Completion TaskQueue::run_here_then_push(std::unique_lock<std::mutex> lock,
   std::function<void()> rest;
   Completion done = completed();
   const auto finished = [&] {
+    bool wake = false;
     {
       std::lock_guard<std::mutex> relock(mutex_);
       if (rest) {
@@ -54,8 +55,11 @@ Completion TaskQueue::run_here_then_push(std::unique_lock<std::mutex> lock,
         }
       }
       running_ = false;
+      wake = waits_for_running();
     }
-    ready_.notify_all();  // the progress thread waits for `running_` to clear
+    if (wake) {
+      ready_.notify_all();
+    }
   };
   try {
     rest = first();
@@ -107,8 +111,11 @@ void TaskQueue::run_if_next(const c10::ivalue::Future* done) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!running_ && !tasks_.empty() && tasks_.front().second.get() == done) {
     run_front(lock);
+    const bool wake = waits_for_running();
     lock.unlock();
-    ready_.notify_all();
+    if (wake) {
+      ready_.notify_all();
+    }
   }
 }
 

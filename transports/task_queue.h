@@ -53,6 +53,10 @@ class TaskQueue : public std::enable_shared_from_this<TaskQueue> {
   void serve();
   void run_if_next(const c10::ivalue::Future* done);
   void run_front(std::unique_lock<std::mutex>& lock);
+  // Whether the progress thread may be waiting for `running_` to clear (under the lock): only
+  // when there is something for it to do. Waking it otherwise would cost every collective run
+  // in a call a thread switch.
+  bool waits_for_running() const { return stop_ || !tasks_.empty(); }
   // Lets a thread that waits `done` run it when it is next.
   void let_waiter_run(const Completion& done);
 
