@@ -47,7 +47,9 @@ class FuncBackend final : public c10d::Backend {
   // communicator formed so far ("cpu:shm", "cpu:shm+gloo,cuda:nccl").
   struct Options final : c10d::Backend::Options {
     Options() : c10d::Backend::Options(kName) {}
-    c10::intrusive_ptr<c10d::Backend::Options> clone() const override {
+    // Not `override`: torch 2.14 declares clone (split/merge copy a child's options through
+    // it, and a subclass that did not override it would be sliced); torch 2.11 has none.
+    c10::intrusive_ptr<c10d::Backend::Options> clone() const {  // NOLINT(modernize-use-override)
       return c10::make_intrusive<Options>(*this);
     }
     std::string transport;

@@ -1,5 +1,6 @@
-"""Whole models on CPU, end to end: torch.distributed's "gloo" against "c10d_func", with torch's
-no-op backend "fake" as the compute-only floor, in the same run, eager and compiled (inductor).
+"""Whole models, end to end: torch.distributed's "gloo" against "c10d_func" on CPU (with
+--device cuda: "nccl" against "c10d_func" on the GPU), with torch's no-op backend "fake" as the
+compute-only floor, in the same run, eager and compiled (inductor).
 
 Workloads (torch's test Transformer, `common_dtensor.Transformer`, 4 layers, 8 heads, vocabulary
 1024, no dropout; the same weights on every backend, from a fixed seed):
@@ -32,6 +33,11 @@ A cell that fails (a compile error, say) is recorded with its error, and the run
         [--modes eager,compiled] [--dims tp=512,1024 fsdp2=256,512] [--iters N]
         [--rounds 1] [--out benchmarks/results/models]
     sudo python -m benchmarks.models --hosts [--link-gbit 10]   # 2 test hosts x 2 ranks
+    python -m benchmarks.models --device cuda --world-size 1 --workloads tp
+
+--device cuda puts the model, its inputs and the mesh on each rank's GPU (cuda:LOCAL_RANK) and
+times a step to the GPU's end of it (a synchronize); the reference backend is then torch's "nccl",
+so at world size 1 the run shows what c10d_func's CUDA path adds per call over torch's.
 
 --hosts runs every rank in a test host (tests/python/hosts.py: network namespaces joined by a
 veth pair limited to --link-gbit Gb/s; needs root), so c10d_func uses shared memory inside a
@@ -65,14 +71,16 @@ if str(REPO_ROOT) not in sys.path:  # run as a script by the test hosts' launche
 from benchmarks.launcher import RankFailure, run_ranks
 
 FLOOR = "fake"
-BACKENDS = [FLOOR, "gloo", "c10d_func"]
+# The backend c10d_func is compared with on each device: torch's own for that device.
+REFERENCE = {"cpu": "gloo", "cuda": "nccl"}
+BACKENDS = [FLOOR, *sorted(set(REFERENCE.values())), "c10d_func"]
 WORKLOADS = ["tp", "fsdp2", "ddp"]
 MODES = ["eager", "compiled"]
 DEFAULT_DIMS = {"tp": [512], "fsdp2": [256], "ddp": [256]}
 N_LAYERS, N_HEADS, VOCAB = 4, 8, 1024
 TP_BATCH, TP_TOKENS = 4, 1
 TRAIN_BATCH, TRAIN_TOKENS = 8, 32
-# Every rank: one compile thread (the ranks already share the cores), one OpenMP thread.
+# Every CPU rank: one compile thread (the ranks already share the cores), one OpenMP thread.
 RANK_ENV = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "OMP_NUM_THREADS": "1"}
 DESCRIPTIONS = {
     "tp": f"TP inference: one forward of {TP_BATCH} x {TP_TOKENS} token, no_grad",
@@ -100,7 +108,11 @@ def rank_main(config_path: str) -> None:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     import torch
 
-    torch.set_num_threads(1)  # the ranks share the machine's cores
+    device = cfg.get("device", "cpu")
+    if device == "cpu":
+        torch.set_num_threads(1)  # the ranks share the machine's cores
+    else:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
     # The fake group leaves collective outputs as they were allocated: flushing denormals keeps
     # whatever the floor computes on from running at denormal speed (on every backend alike).
     torch.set_flush_denormal(True)
@@ -124,7 +136,7 @@ def rank_main(config_path: str) -> None:
             for mode in cfg["modes"]:
                 key = cell_key(workload, dim, mode)
                 try:
-                    cell = run_cell(workload, dim, mode, cfg, real=backend != FLOOR)
+                    cell = run_cell(workload, dim, mode, cfg, real=backend != FLOOR, device=device)
                 except Exception as e:  # noqa: BLE001 - recorded, and the run goes on
                     traceback.print_exc()
                     cell = {"error": one_line(e)}
@@ -175,15 +187,25 @@ def shutdown_world(backend: str) -> None:
     dist.destroy_process_group()
 
 
-def run_cell(workload: str, dim: int, mode: str, cfg: dict[str, Any], real: bool) -> dict:
+def run_cell(
+    workload: str, dim: int, mode: str, cfg: dict[str, Any], real: bool, device: str = "cpu"
+) -> dict:
     """Builds one model, warms it up and times its steps; this rank's view."""
+    import torch
     import torch.distributed as dist
 
     build = {"tp": build_tp_inference, "fsdp2": build_fsdp2_training, "ddp": build_ddp_training}
     iters = cfg["iters_infer"] if workload == "tp" else cfg["iters_train"]
-    barrier = dist.barrier if real else (lambda: None)  # the fake group has no one to wait for
+    # A GPU step has ended when the GPU has run it, not when its kernels were queued.
+    finish = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+    def barrier() -> None:
+        finish()
+        if real:  # the fake group has no one to wait for
+            dist.barrier()
+
     start = time.perf_counter()
-    step = build[workload](dim, compiled=mode == "compiled")
+    step = build[workload](dim, compiled=mode == "compiled", device=device)
     build_s = time.perf_counter() - start
     barrier()
     start = time.perf_counter()
@@ -195,6 +217,7 @@ def run_cell(workload: str, dim: int, mode: str, cfg: dict[str, Any], real: bool
         barrier()  # every rank starts the step together: a step's time is not a peer's lateness
         start = time.perf_counter()
         out = step()
+        finish()
         times.append(time.perf_counter() - start)
     return {
         "median_ms": statistics.median(times) * 1e3,
@@ -207,8 +230,9 @@ def run_cell(workload: str, dim: int, mode: str, cfg: dict[str, Any], real: bool
     }
 
 
-def make_transformer(dim: int, tokens: int) -> Any:
-    """torch's test Transformer, with the same weights in every process (fixed seed)."""
+def make_transformer(dim: int, tokens: int, device: str = "cpu") -> Any:
+    """torch's test Transformer, with the same weights in every process (fixed seed, made on
+    the CPU and then moved, so that every device starts from the same weights)."""
     import torch
     from torch.testing._internal.distributed._tensor.common_dtensor import ModelArgs, Transformer
 
@@ -221,30 +245,30 @@ def make_transformer(dim: int, tokens: int) -> Any:
         max_seq_len=max(tokens, 16),
         dropout_p=0,
     )
-    return Transformer(args)
+    return Transformer(args).to(device)
 
 
-def random_tokens(batch: int, tokens: int, salt: int) -> Any:
+def random_tokens(batch: int, tokens: int, salt: int, device: str = "cpu") -> Any:
     import torch
 
     gen = torch.Generator().manual_seed(1000 + salt)  # the same on every rank and backend
-    return torch.randint(0, VOCAB, (batch, tokens), generator=gen)
+    return torch.randint(0, VOCAB, (batch, tokens), generator=gen).to(device)
 
 
-def build_tp_inference(dim: int, compiled: bool) -> Callable[[], Any]:
+def build_tp_inference(dim: int, compiled: bool, device: str = "cpu") -> Callable[[], Any]:
     import torch
     import torch.distributed as dist
     import torch.distributed._functional_collectives as funcol
     from torch.distributed.device_mesh import init_device_mesh
     from torch.testing._internal.distributed._tensor.common_dtensor import Transformer
 
-    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
-    model = make_transformer(dim, TP_TOKENS)
+    mesh = init_device_mesh(device, (dist.get_world_size(),))
+    model = make_transformer(dim, TP_TOKENS, device)
     model = Transformer.parallelize(model, mesh, use_seq_parallel=False, local_output_for_attn=True)
     model.eval()
     if compiled:
         model = torch.compile(model)
-    tokens = random_tokens(TP_BATCH, TP_TOKENS, salt=0)
+    tokens = random_tokens(TP_BATCH, TP_TOKENS, salt=0, device=device)
 
     def step() -> torch.Tensor:
         with torch.no_grad():
@@ -255,14 +279,14 @@ def build_tp_inference(dim: int, compiled: bool) -> Callable[[], Any]:
     return step
 
 
-def training_step(model: Any, params: Any) -> Callable[[], Any]:
+def training_step(model: Any, params: Any, device: str) -> Callable[[], Any]:
     """forward + cross-entropy against random targets + backward + AdamW step + zero_grad."""
     import torch
     import torch.nn.functional as F
 
     optimizer = torch.optim.AdamW(params, lr=1e-4)
-    tokens = random_tokens(TRAIN_BATCH, TRAIN_TOKENS, salt=1)
-    targets = random_tokens(TRAIN_BATCH, TRAIN_TOKENS, salt=2)
+    tokens = random_tokens(TRAIN_BATCH, TRAIN_TOKENS, salt=1, device=device)
+    targets = random_tokens(TRAIN_BATCH, TRAIN_TOKENS, salt=2, device=device)
 
     def step() -> torch.Tensor:
         logits = model(tokens)
@@ -275,11 +299,11 @@ def training_step(model: Any, params: Any) -> Callable[[], Any]:
     return step
 
 
-def build_fsdp2_training(dim: int, compiled: bool) -> Callable[[], Any]:
+def build_fsdp2_training(dim: int, compiled: bool, device: str = "cpu") -> Callable[[], Any]:
     import torch
     from torch.distributed.fsdp import fully_shard
 
-    model = make_transformer(dim, TRAIN_TOKENS)
+    model = make_transformer(dim, TRAIN_TOKENS, device)
     if compiled:
         # Compile each block, then shard it, as torchtitan does: FSDP2's all_gather and
         # reduce_scatter hooks stay eager around the compiled blocks, so no graph holds them.
@@ -288,15 +312,15 @@ def build_fsdp2_training(dim: int, compiled: bool) -> Callable[[], Any]:
     for block in model.layers:
         fully_shard(block)
     fully_shard(model)
-    return training_step(model, model.parameters())
+    return training_step(model, model.parameters(), device)
 
 
-def build_ddp_training(dim: int, compiled: bool) -> Callable[[], Any]:
+def build_ddp_training(dim: int, compiled: bool, device: str = "cpu") -> Callable[[], Any]:
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    model = make_transformer(dim, TRAIN_TOKENS)
+    model = make_transformer(dim, TRAIN_TOKENS, device)
     ddp = DistributedDataParallel(model)
     if dist.get_backend() == FLOOR:
         # The fake group's Work carries no result, which DDP's reducer asserts on: hand the
@@ -305,7 +329,7 @@ def build_ddp_training(dim: int, compiled: bool) -> Callable[[], Any]:
 
         ddp.register_comm_hook(None, noop_hook)
     step_model = torch.compile(ddp) if compiled else ddp
-    return training_step(step_model, ddp.parameters())
+    return training_step(step_model, ddp.parameters(), device)
 
 
 def release_compiled() -> None:
@@ -323,7 +347,9 @@ def release_compiled() -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-def launch_local(tag: str, world: int, config: Path, logs: Path, timeout_s: float) -> str | None:
+def launch_local(
+    tag: str, world: int, config: Path, logs: Path, timeout_s: float, device: str = "cpu"
+) -> str | None:
     """Runs the ranks of the launch `tag` (its config names the backend) as local processes (see
     launcher.run_ranks: a failed rank or the deadline ends every rank); None when every rank
     exited 0, else why not."""
@@ -333,7 +359,10 @@ def launch_local(tag: str, world: int, config: Path, logs: Path, timeout_s: floa
             ["--rank-main", str(config)],
             world,
             timeout_s,
-            extra_env=RANK_ENV,
+            # A GPU rank compiles with the machine's threads: its kernels do not share the cores.
+            extra_env=RANK_ENV
+            if device == "cpu"
+            else {"TORCHINDUCTOR_COMPILE_THREADS": str(os.cpu_count() or 1)},
             log_path=lambda rank: logs / f"{tag}.rank{rank}.log",
         )
     except RankFailure as failure:
@@ -429,8 +458,9 @@ def best_of_rounds(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return best
 
 
-def comparisons(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per cell: each real backend's time / floor, and gloo / c10d_func."""
+def comparisons(rows: list[dict[str, Any]], reference: str = "gloo") -> list[dict[str, Any]]:
+    """Per cell: each real backend's time / floor, and the reference's (torch's backend for the
+    device: gloo, nccl) / c10d_func's."""
     by_cell: dict[tuple[str, int, str], dict[str, dict[str, Any]]] = {}
     for row in rows:
         by_cell.setdefault((row["workload"], row["dim"], row["mode"]), {})[row["backend"]] = row
@@ -438,12 +468,12 @@ def comparisons(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for (workload, dim, mode), got in by_cell.items():
         ms = {b: got[b].get("ms") for b in got}
         entry: dict[str, Any] = {"workload": workload, "dim": dim, "mode": mode}
-        for backend in ("gloo", "c10d_func"):
+        for backend in (reference, "c10d_func"):
             if ms.get(backend) and ms.get(FLOOR):
                 entry[f"{backend}_over_floor"] = ms[backend] / ms[FLOOR]
-        if ms.get("gloo") and ms.get("c10d_func"):
-            entry["gloo_over_c10d_func"] = ms["gloo"] / ms["c10d_func"]
-            a, b = got["gloo"]["check"], got["c10d_func"]["check"]
+        if ms.get(reference) and ms.get("c10d_func"):
+            entry[f"{reference}_over_c10d_func"] = ms[reference] / ms["c10d_func"]
+            a, b = got[reference]["check"], got["c10d_func"]["check"]
             # Reductions in another order round differently: agreement to 1e-3 relative.
             entry["results_agree"] = abs(a - b) <= 1e-3 * max(abs(a), abs(b), 1e-6)
         out.append(entry)
@@ -452,16 +482,19 @@ def comparisons(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def markdown(results: dict[str, Any]) -> str:
     meta = results["metadata"]
+    device, ref = meta.get("device", "cpu"), meta.get("reference", "gloo")
+    backends = [FLOOR, ref, "c10d_func"]
     where = (
         f"2 test hosts x 2 ranks, veth {meta['link_gbit'] or 'unlimited'} Gb/s"
         if meta["hosts"]
         else f"{meta['world_size']} ranks on one host"
     )
     lines = [
-        "# Whole models on CPU: gloo vs c10d_func vs the compute-only floor",
+        f"# Whole models on {device.upper()}: {ref} vs c10d_func vs the compute-only floor",
         "",
         (
-            f"{where}; {meta['cpus']} CPUs, 1 thread per rank; torch {meta['torch']}; "
+            f"{where}; {meta.get('gpu') or str(meta['cpus']) + ' CPUs, 1 thread per rank'}; "
+            f"torch {meta['torch']}; "
             f"{meta['iters_infer']} inference / {meta['iters_train']} training steps timed after "
             f"{meta['warmup']} warm-up steps. ms: the median step, the slowest rank's (each step "
             f"after a barrier), the best of {meta['rounds']} round(s). floor: torch's fake backend (every collective a no-op). "
@@ -476,33 +509,33 @@ def markdown(results: dict[str, Any]) -> str:
             "",
             f"**{DESCRIPTIONS[workload]}; dim {dim}, {N_LAYERS} layers**",
             "",
-            "| mode | floor ms | gloo ms | c10d_func ms | gloo over floor "
-            + "| c10d_func over floor | gloo / c10d_func |",
+            f"| mode | floor ms | {ref} ms | c10d_func ms | {ref} over floor "
+            + f"| c10d_func over floor | {ref} / c10d_func |",
             "|---|---|---|---|---|---|---|",
         ]
         for mode in MODES:
-            if not any((workload, dim, mode, b) in rows for b in BACKENDS):
+            if not any((workload, dim, mode, b) in rows for b in backends):
                 continue
-            times = [ms_cell(rows.get((workload, dim, mode, b))) for b in BACKENDS]
+            times = [ms_cell(rows.get((workload, dim, mode, b))) for b in backends]
             ratio = ratios.get((workload, dim, mode), {})
             lines.append(
                 f"| {mode} | "
                 + " | ".join(times)
-                + f" | {over_floor(ratio.get('gloo_over_floor'))}"
+                + f" | {over_floor(ratio.get(f'{ref}_over_floor'))}"
                 + f" | {over_floor(ratio.get('c10d_func_over_floor'))}"
-                + f" | {speedup(ratio.get('gloo_over_c10d_func'))} |"
+                + f" | {speedup(ratio.get(f'{ref}_over_c10d_func'))} |"
             )
     differ = [c for c in results["comparisons"] if c.get("results_agree") is False]
     agree = [c for c in results["comparisons"] if c.get("results_agree")]
     if agree and not differ:
         lines += [
             "",
-            "gloo and c10d_func computed the same last loss / logits' norm in every cell.",
+            f"{ref} and c10d_func computed the same last loss / logits' norm in every cell.",
         ]
     if differ:
         lines += [
             "",
-            "gloo and c10d_func computed different results (loss or logits' norm) in:",
+            f"{ref} and c10d_func computed different results (loss or logits' norm) in:",
             "",
         ]
         lines += [f"- {c['workload']} dim {c['dim']} {c['mode']}" for c in differ]
@@ -589,7 +622,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--world-size", type=int, default=2, help="ranks (ignored with --hosts)")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--modes", default=",".join(MODES))
-    parser.add_argument("--backends", default=",".join(BACKENDS))
+    parser.add_argument("--device", choices=sorted(REFERENCE), default="cpu")
+    parser.add_argument("--backends", help=f"default: {FLOOR}, the device's reference, c10d_func")
     parser.add_argument(
         "--dims", nargs="*", help="512,1024 for every workload, or tp=512,1024 fsdp2=256,512"
     )
@@ -607,7 +641,13 @@ def parse_args() -> argparse.Namespace:
     args = parser.parse_args()
     args.workloads = parse_list(args.workloads, WORKLOADS, "workloads")
     args.modes = parse_list(args.modes, MODES, "modes")
-    args.backends = list(dict.fromkeys(parse_list(args.backends, BACKENDS, "backends")))
+    args.reference = REFERENCE[args.device]
+    default_backends = f"{FLOOR},{args.reference},c10d_func"
+    args.backends = list(
+        dict.fromkeys(parse_list(args.backends or default_backends, BACKENDS, "backends"))
+    )
+    if args.device == "cuda" and args.hosts:
+        raise SystemExit("--hosts runs on CPU only")
     args.dims = parse_dims(args.dims, args.workloads)
     if args.iters is not None:
         args.iters_infer = args.iters_train = args.iters
@@ -643,6 +683,7 @@ def run_launch(
             "warmup": args.warmup,
             "pg_timeout_s": args.pg_timeout,
             "hosts": args.hosts,
+            "device": args.device,
             "result_dir": str(work),
         },
     )
@@ -651,7 +692,7 @@ def run_launch(
     if args.hosts:
         failure = launch_on_hosts(tag, config, work, args.timeout, args.link_gbit)
     else:
-        failure = launch_local(tag, args.world_size, config, work, args.timeout)
+        failure = launch_local(tag, args.world_size, config, work, args.timeout, args.device)
     print(f"   {tag} took {time.monotonic() - start:.0f} s", flush=True)
     if failure:
         print(f"   {tag} FAILED: {failure}; rank 0's log ends:", flush=True)
@@ -699,6 +740,9 @@ def main() -> None:
             "hosts": args.hosts,
             "link_gbit": args.link_gbit if args.hosts else None,
             "cpus": os.cpu_count(),
+            "device": args.device,
+            "reference": args.reference,
+            "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
             "machine": platform.machine(),
             "torch": torch.__version__,
             "iters_infer": args.iters_infer,
@@ -712,7 +756,7 @@ def main() -> None:
             "launch_failures": failures,
         },
         "rows": rows,
-        "comparisons": comparisons(rows),
+        "comparisons": comparisons(rows, args.reference),
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=2))

@@ -107,6 +107,7 @@ def write(results: dict[str, Any], out_dir: Path) -> Path:
 # benchmarks/models.py: the floor (torch's fake backend) in grey, the real backends in the colours
 # their collectives have above.
 _MODEL_BACKENDS = {"fake": ("floor (fake)", "tab:gray"), "gloo": ("gloo", "tab:green")}
+_MODEL_BACKENDS["nccl"] = ("nccl", "tab:orange")
 _MODEL_BACKENDS["c10d_func"] = ("c10d_func", "tab:blue")
 
 
@@ -145,7 +146,8 @@ def write_models(results: dict[str, Any], out_dir: Path) -> Path:
             ax.legend(fontsize=8)
     meta = results["metadata"]
     where = "2 hosts x 2 ranks" if meta["hosts"] else f"world {meta['world_size']}"
-    fig.suptitle(f"whole models on CPU · {where} · torch {meta['torch']} · % over the floor")
+    device = meta.get("device", "cpu").upper()
+    fig.suptitle(f"whole models on {device} · {where} · torch {meta['torch']} · % over the floor")
     fig.tight_layout(rect=(0, 0, 1, 0.95))
     path = out_dir / "models.png"
     fig.savefig(path, dpi=100)

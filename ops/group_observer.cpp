@@ -191,7 +191,9 @@ std::shared_ptr<void> GroupObserver::comms_metadata(const ObservedCall& call,
               numel_of(call.inputs), numel_of(call.outputs),
               call.inputs.empty() ? at::kByte : call.inputs[0].scalar_type(),
               std::vector<int64_t>{}, std::vector<int64_t>{}, ranks.first, ranks.second,
-              static_cast<int>(group.identity_.members.size()), true)),
+              // No trailing isAsynchronizedOp: torch 2.11 has none; where it exists
+              // (2.14) it defaults to true, what a collective with a Work is.
+              static_cast<int>(group.identity_.members.size()))),
           guard(c10::DebugInfoKind::PARAM_COMMS_INFO, info),
           event(at::RecordScope::USER_SCOPE) {
       if (event.isActive()) {

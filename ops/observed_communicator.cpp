@@ -28,7 +28,7 @@ class ObservedCommunicator final : public ForwardingCommunicator {
  private:
   Completion around(const Call& call, c10::function_ref<Completion()> issue) override {
     // A transport that found its own failure (a member died) tells the group at its next call.
-    if (!failed() && inner().failed()) {
+    if (!marked_failed() && inner().failed()) {
       mark_failed(inner().failure().value_or("failed"));
     }
     return observer_->observe({transport_, call.op, call.inputs, call.outputs}, issue);

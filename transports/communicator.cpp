@@ -276,8 +276,14 @@ void Communicator::mark_failed(const std::string& reason) {
 }
 
 std::optional<std::string> Communicator::failure() const {
-  std::lock_guard<std::mutex> lock(failure_mutex_);
-  return failure_;
+  {
+    std::lock_guard<std::mutex> lock(failure_mutex_);
+    if (failure_) {
+      return failure_;
+    }
+  }
+  const Communicator* source = failure_source();
+  return source != nullptr ? source->failure() : std::nullopt;
 }
 
 }  // namespace c10d_func

@@ -200,11 +200,21 @@ class Communicator {
   // A collective that failed leaves the members out of step; later calls must not reuse it.
   // The first failure is also told to on_failed.
   void mark_failed(const std::string& reason);
+  // This communicator's failure, else its failure source's (a wrapper's inner communicator: a
+  // CUDA transport fails after the call, from its watchdog, and whoever holds the wrapper must
+  // see that at the wait).
   std::optional<std::string> failure() const;
   // failure().has_value() without a lock: the per-call check.
-  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  bool failed() const {
+    const Communicator* source = failure_source();
+    return marked_failed() || (source != nullptr && source->failed());
+  }
 
  protected:
+  // Whether mark_failed was called on this very communicator.
+  bool marked_failed() const { return failed_.load(std::memory_order_acquire); }
+  // The communicator whose failure is also this one's (a forwarding wrapper's inner one).
+  virtual const Communicator* failure_source() const { return nullptr; }
   // The communicator has just failed (once): a transport may tell the members it shares memory
   // with, so that they fail now instead of at their timeout.
   virtual void on_failed(const std::string& reason) {}

@@ -70,6 +70,8 @@ class ForwardingCommunicator : public Communicator {
   Communicator& inner() const { return *inner_; }
   // The first failure, told to whatever is forwarded to.
   void on_failed(const std::string& reason) override { inner_->mark_failed(reason); }
+  // And the inner communicator's own failures (a watchdog's verdict) are the wrapper's.
+  const Communicator* failure_source() const override { return inner_.get(); }
 
  private:
   std::shared_ptr<Communicator> inner_;
