@@ -11,7 +11,8 @@ and every reduction and dtype of the hierarchical paths at odd sizes and 1 MiB, 
 that follow and that alternate hosts, on even (2 + 2) and uneven (3 + 1) hosts; nothing is left
 in either host's /dev/shm. A link cut mid-job fails every rank within C10D_FUNC_TIMEOUT; a host
 whose ranks are killed fails the survivors at once. Either way the error names the missing ranks
-(a roll call in the store), and nothing is left in /dev/shm.
+(a roll call in the store), and nothing is left in /dev/shm. Strangers connecting to every
+listening port of both hosts during the job change no result: the rail links refuse them.
 
 Needs root (CI runs as root); skipped, with the reason, elsewhere.
 """
@@ -19,11 +20,14 @@ Needs root (CI runs as root); skipped, with the reason, elsewhere.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
+import sys
 
 import pytest
 from hosts import TestHosts, available, host_results
+from worker_pool import free_port
 
 WHY_NOT = available()
 pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=WHY_NOT or "")
@@ -106,6 +110,47 @@ def test_classic_calls_on_a_c10d_func_group_spanning_hosts(cpu_transport, served
         ranks, leftovers = host_results(launchers)
     for result in rank_results(ranks).values():
         assert result == {"failures": [], "served": [served]}, result
+    assert leftovers == {0: [], 1: []}, leftovers
+
+
+def test_strangers_at_every_listening_port_change_no_result(tmp_path):
+    # A process on each host connects again and again to every listening port there but the
+    # store's, during the formations and the collectives, and sends what one that found the port
+    # could (programs/stranger.py). The rail links take only connections that present the
+    # formation's secret from the store; the rest are closed and accepting goes on. Each rail
+    # link's members connect 300 ms after the listeners open (a test-only delay), so that strangers
+    # surely meet them.
+    stop = tmp_path / "stop"
+    store_port = free_port()
+    env = {
+        "C10D_FUNC_TIMEOUT": "60",
+        "MASTER_PORT": str(store_port),
+        "C10D_FUNC_TEST_RAIL_CONNECT_DELAY_MS": "300",
+    }
+    stranger = os.path.join(os.path.dirname(__file__), "programs", "stranger.py")
+    with TestHosts(2) as hosts:
+        strangers = [
+            subprocess.Popen(
+                ["ip", "netns", "exec", name, sys.executable, stranger, str(stop), str(store_port)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for name in hosts.names
+        ]
+        try:
+            launchers = hosts.launch("on_test_hosts.py", [2, 2], ["every_op", "0,0,1,1"], env=env)
+            ranks, leftovers = host_results(launchers, timeout=300)
+        finally:
+            stop.touch()
+            reports = [s.communicate(timeout=30)[0] for s in strangers]
+    for result in rank_results(ranks).values():
+        assert result["failures"] == [], result["failures"]
+        assert result["served"]["the world"] == "shm+gloo", result["served"]
+    made = [json.loads(r[r.index("STRANGER ") + 9 :].splitlines()[0]) for r in reports]
+    assert all(m["connections"] > 0 for m in made), (made, reports)
+    refusals = [out for _, out in ranks.values() if "the rail link refused" in out]
+    assert refusals, "no rail link saw a stranger: " + str(made)
     assert leftovers == {0: [], 1: []}, leftovers
 
 

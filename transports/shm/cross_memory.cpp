@@ -3,6 +3,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <mutex>
+#include <set>
 
 #include <sys/prctl.h>
 #include <sys/uio.h>
@@ -25,16 +28,85 @@ constexpr size_t kMaxTransfer = size_t{1} << 30;
 
 }  // namespace
 
+int yama_scope() {
+  static const int scope = [] {
+    std::ifstream file("/proc/sys/kernel/yama/ptrace_scope");
+    int value = -1;
+    return (file >> value) ? value : -1;
+  }();
+  return scope;
+}
+
+bool attach_needs_permission() {
+  return yama_scope() == 1;
+}
+
 bool cross_memory_wanted() {
   static const bool wanted = [] {
     const char* value = std::getenv("C10D_FUNC_SHM_CMA");
-    return value == nullptr || std::strcmp(value, "0") != 0;
+    // ptrace_scope 2 (admin only) or 3 (never): no member could attach to another.
+    return (value == nullptr || std::strcmp(value, "0") != 0) && yama_scope() < 2;
   }();
   return wanted;
 }
 
-void allow_peers() {
-  (void)::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);  // EINVAL without Yama: fine
+namespace {
+
+// The pids every live AttachPermission names (a pid once per permission naming it).
+std::mutex permission_mutex;
+std::multiset<pid_t> permitted;
+
+// Tells Yama what `permitted` now allows; the caller holds permission_mutex.
+void apply_permissions() {
+  unsigned long tracer = 0;  // nobody
+  if (!permitted.empty()) {
+    const bool one_pid = *permitted.begin() == *permitted.rbegin();
+    tracer = one_pid ? static_cast<unsigned long>(*permitted.begin()) : PR_SET_PTRACER_ANY;
+  }
+  (void)::prctl(PR_SET_PTRACER, tracer, 0, 0, 0);
+}
+
+}  // namespace
+
+AttachPermission::AttachPermission(const std::vector<pid_t>& peers) : peers_(peers) {
+  if (!attach_needs_permission() || peers_.empty()) {
+    return;
+  }
+  std::lock_guard<std::mutex> lock(permission_mutex);
+  permitted.insert(peers_.begin(), peers_.end());
+  held_ = true;
+  apply_permissions();
+}
+
+AttachPermission::AttachPermission(AttachPermission&& other) noexcept
+    : peers_(std::move(other.peers_)), held_(other.held_) {
+  other.held_ = false;
+}
+
+AttachPermission& AttachPermission::operator=(AttachPermission&& other) noexcept {
+  if (this != &other) {
+    release();
+    peers_ = std::move(other.peers_);
+    held_ = other.held_;
+    other.held_ = false;
+  }
+  return *this;
+}
+
+AttachPermission::~AttachPermission() {
+  release();
+}
+
+void AttachPermission::release() {
+  if (!held_) {
+    return;
+  }
+  std::lock_guard<std::mutex> lock(permission_mutex);
+  for (const pid_t pid : peers_) {
+    permitted.erase(permitted.find(pid));
+  }
+  held_ = false;
+  apply_permissions();
 }
 
 uint64_t probe_address() {

@@ -38,6 +38,7 @@
 #include <ATen/ATen.h>
 
 #include "transports/reduction_staging.h"
+#include "transports/shm/shm_checks.h"
 #include "transports/shm/shm_direct.h"
 #include "transports/shm/shm_formation.h"
 #include "transports/shm/shm_layout.h"
@@ -80,7 +81,8 @@ class ShmCommunicator final : public Communicator {
     region_bytes_ = header->region_bytes;
     pool_ = std::make_shared<SymmetricPool>(
         segment_, regions_offset(size_, chunk_) + rank_ * region_bytes_, region_bytes_);
-    direct_ = std::make_unique<DirectCollectives>(sync_, pool_, cross_memory);
+    direct_ = std::make_unique<DirectCollectives>(sync_, pool_, cross_memory,
+                                                  regions_offset(size_, chunk_), segment_->size());
     cross_memory_ = cross_memory;
   }
 
@@ -334,8 +336,14 @@ class ShmCommunicator final : public Communicator {
     control(rank_).value[parity].store(static_cast<int64_t>(rounds), std::memory_order_relaxed);
     barrier("all_to_all");
     for (int64_t m = 0; m < size_; ++m) {
-      rounds = std::max(
-          rounds, static_cast<size_t>(control(m).value[parity].load(std::memory_order_relaxed)));
+      const int64_t theirs = control(m).value[parity].load(std::memory_order_relaxed);
+      // A member's rounds cover at most 256 TiB in pieces: a larger count is not a real one.
+      const std::string wrong = check_count(theirs, (uint64_t{1} << 48) / piece);
+      if (!wrong.empty()) {
+        sync_.fail("all_to_all", sync_.name_of(m) + " published a bad number of rounds: " + wrong +
+                                     " (a corrupted or version-skewed peer)");
+      }
+      rounds = std::max(rounds, static_cast<size_t>(theirs));
     }
     for (size_t round = 0; round < rounds; ++round) {
       const size_t off = round * piece;

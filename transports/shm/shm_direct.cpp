@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include "transports/shm/cross_memory.h"
+#include "transports/shm/shm_checks.h"
 #include "transports/shm/shm_reduce.h"
 #include "transports/shm/stream_copy.h"
 
@@ -23,6 +24,9 @@ constexpr size_t kMaxPieces = 64;
 // 8.8-9.2 ms at 64 MiB against 9.5-10.1 and 16.7-17.2 ms copied; at 2 MiB, 0.7 ms against 0.2
 // (process_vm_readv pins pages per call: it pays off once the copy it saves is large).
 constexpr size_t kAttachFromBytes = size_t{16} << 20;
+// The longest split any directory entry may claim (256 TiB): far above any real one, and low
+// enough that a member's sum of them cannot overflow.
+constexpr uint64_t kMaxSplitBytes = uint64_t{1} << 48;
 
 bool everyone(int64_t) {
   return true;
@@ -63,6 +67,15 @@ DirectCollectives::Placement DirectCollectives::place(const at::Tensor& tensor, 
     return {static_cast<int64_t>(*offset), 0};
   }
   if (cross_memory_ && bytes >= kAttachFromBytes) {
+    if (!attach_) {  // the peers may attach from before they learn the address to the end
+      std::vector<pid_t> peers;
+      for (int64_t m = 0; m < members_.size(); ++m) {
+        if (m != members_.rank()) {
+          peers.push_back(members_.pid_of(m));
+        }
+      }
+      attach_ = std::make_shared<AttachPermission>(peers);
+    }
     return {kAttached, reinterpret_cast<uint64_t>(tensor.data_ptr())};
   }
   auto block = pool_->allocate({static_cast<int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte),
@@ -77,10 +90,21 @@ DirectCollectives::Placement DirectCollectives::place(const at::Tensor& tensor, 
   return {static_cast<int64_t>(*pool_->offset_in_segment(staged)), 0};
 }
 
+void DirectCollectives::check_placed(const char* op, int64_t m, int64_t exposed, uint64_t bytes,
+                                     const char* what) {
+  const std::string wrong =
+      check_placement(exposed, bytes, cross_memory_, regions_begin_, segment_end_);
+  if (!wrong.empty()) {
+    members_.fail(op, members_.name_of(m) + " published a bad place for its " + what + ": " +
+                          wrong + " (a corrupted or version-skewed peer)");
+  }
+}
+
 template <typename InputNeeded, typename OutputNeeded>
 bool DirectCollectives::agree(const char* op, OpCode code, uint64_t detail, Placement input,
                               Placement output, InputNeeded input_needed,
-                              OutputNeeded output_needed) {
+                              OutputNeeded output_needed, uint64_t input_bytes,
+                              uint64_t output_bytes) {
   members_.begin(code, detail);
   MemberControl& me = members_.control(members_.rank());
   me.exposed_input.store(input.offset, std::memory_order_relaxed);
@@ -95,6 +119,18 @@ bool DirectCollectives::agree(const char* op, OpCode code, uint64_t detail, Plac
       return false;  // every member reads the same placements, so every member returns here
     }
   }
+  // Checked before anything is read or written there (every member checks every member, so a
+  // bad value fails all of them alike).
+  for (int64_t m = 0; m < members_.size(); ++m) {
+    const MemberControl& peer = members_.control(m);
+    if (input_needed(m) && input_bytes > 0) {
+      check_placed(op, m, peer.exposed_input.load(std::memory_order_relaxed), input_bytes, "input");
+    }
+    if (output_needed(m) && output_bytes > 0) {
+      check_placed(op, m, peer.exposed_output.load(std::memory_order_relaxed), output_bytes,
+                   "output");
+    }
+  }
   return true;
 }
 
@@ -102,8 +138,8 @@ void DirectCollectives::read_input(const char* op, int64_t m, size_t offset, voi
                                    bool streams) {
   const MemberControl& peer = members_.control(m);
   if (attached(peer.exposed_input)) {
-    if (!read_from(peer.pid, to, peer.input_address.load(std::memory_order_relaxed) + offset,
-                   bytes)) {
+    if (!read_from(members_.pid_of(m), to,
+                   peer.input_address.load(std::memory_order_relaxed) + offset, bytes)) {
       members_.fail(
           op, "cross-memory read from " + members_.name_of(m) + " failed: " + std::strerror(errno));
     }
@@ -127,8 +163,8 @@ void DirectCollectives::write_output(const char* op, int64_t m, size_t offset, c
                                      size_t bytes, bool streams) {
   const MemberControl& peer = members_.control(m);
   if (attached(peer.exposed_output)) {
-    if (!write_to(peer.pid, peer.output_address.load(std::memory_order_relaxed) + offset, from,
-                  bytes)) {
+    if (!write_to(members_.pid_of(m), peer.output_address.load(std::memory_order_relaxed) + offset,
+                  from, bytes)) {
       members_.fail(
           op, "cross-memory write to " + members_.name_of(m) + " failed: " + std::strerror(errno));
     }
@@ -144,12 +180,14 @@ bool DirectCollectives::all_reduce(const at::Tensor& output, const at::Tensor& i
   const size_t element = output.element_size();
   const size_t total = nbytes(output);
   const bool in_place = input.data_ptr() == output.data_ptr();
+  const auto attach_ends = attach_ends_on_return();
   at::Tensor staged_input, staged_output;
   const Placement input_at = place(input, staged_input, /*copy=*/true);
   const Placement output_at = in_place ? input_at : place(output, staged_output, /*copy=*/false);
   const uint64_t detail =
       (total * 131 + static_cast<uint64_t>(dtype)) * 31 + static_cast<uint64_t>(asked);
-  if (!agree("all_reduce", OpCode::kAllReduce, detail, input_at, output_at, everyone, everyone)) {
+  if (!agree("all_reduce", OpCode::kAllReduce, detail, input_at, output_at, everyone, everyone,
+             total, total)) {
     return false;
   }
   // This member's own tensors are used where they are (a staged copy when peers need one).
@@ -194,9 +232,10 @@ bool DirectCollectives::all_reduce(const at::Tensor& output, const at::Tensor& i
 
 bool DirectCollectives::all_gather(const at::Tensor& output, const at::Tensor& input) {
   const size_t total = nbytes(input);
+  const auto attach_ends = attach_ends_on_return();
   at::Tensor staged;
   const Placement input_at = place(input, staged, /*copy=*/true);
-  if (!agree("all_gather", OpCode::kAllGather, total, input_at, {}, everyone, nobody)) {
+  if (!agree("all_gather", OpCode::kAllGather, total, input_at, {}, everyone, nobody, total, 0)) {
     return false;
   }
   const bool streams = streaming(total * members_.size());
@@ -217,11 +256,13 @@ bool DirectCollectives::reduce_scatter(const at::Tensor& output, const at::Tenso
   const auto dtype = output.scalar_type();
   const size_t element = output.element_size();
   const size_t block = nbytes(output);  // each member's share
+  const auto attach_ends = attach_ends_on_return();
   at::Tensor staged;
   const Placement input_at = place(input, staged, /*copy=*/true);
   const uint64_t detail =
       (block * 131 + static_cast<uint64_t>(dtype)) * 31 + static_cast<uint64_t>(asked);
-  if (!agree("reduce_scatter", OpCode::kReduceScatter, detail, input_at, {}, everyone, nobody)) {
+  if (!agree("reduce_scatter", OpCode::kReduceScatter, detail, input_at, {}, everyone, nobody,
+             block * static_cast<uint64_t>(members_.size()), 0)) {
     return false;
   }
   const int64_t n = members_.size();
@@ -247,6 +288,7 @@ bool DirectCollectives::all_to_all(const at::Tensor& output, const at::Tensor& i
                                    const std::vector<size_t>& receive, Unfinished* unfinished) {
   const int64_t n = members_.size();
   const int64_t rank = members_.rank();
+  const auto attach_ends = attach_ends_on_return();
   at::Tensor staged;
   const Placement output_at = place(output, staged, /*copy=*/false);
   auto* directory = reinterpret_cast<int64_t*>(pool_->base() + directory_offset(n));
@@ -259,11 +301,24 @@ bool DirectCollectives::all_to_all(const at::Tensor& output, const at::Tensor& i
     entry(rank, m)[2] = static_cast<int64_t>(receive[m]);
     at += static_cast<int64_t>(receive[m]);
   }
-  if (!agree("all_to_all", OpCode::kAllToAll, 0, {}, output_at, nobody, everyone)) {
+  if (!agree("all_to_all", OpCode::kAllToAll, 0, {}, output_at, nobody, everyone, 0, 0)) {
     return false;
   }
-  // Every member checks every pair, so a mismatch fails on all members alike instead of leaving
-  // the ones that did not see it waiting. Then each bound is checked before it is used.
+  // Every member checks every value and every pair, so a bad one fails on all members alike
+  // instead of leaving the ones that did not see it waiting; then each receiver's output must
+  // hold all it receives, before anything is written there.
+  for (int64_t from = 0; from < n; ++from) {
+    for (int64_t to = 0; to < n; ++to) {
+      for (size_t field = 0; field < kDirectoryFields; ++field) {
+        const std::string wrong = check_count(entry(from, to)[field], kMaxSplitBytes);
+        if (!wrong.empty()) {
+          members_.fail("all_to_all", members_.name_of(from) +
+                                          " published a bad split length in the directory: " +
+                                          wrong + " (a corrupted or version-skewed peer)");
+        }
+      }
+    }
+  }
   for (int64_t from = 0; from < n; ++from) {
     for (int64_t to = 0; to < n; ++to) {
       if (entry(from, to)[1] != entry(to, from)[2]) {
@@ -274,6 +329,15 @@ bool DirectCollectives::all_to_all(const at::Tensor& output, const at::Tensor& i
                           " (output_split_sizes on one member must match input_split_sizes on "
                           "the others)");
       }
+    }
+  }
+  for (int64_t m = 0; m < n; ++m) {
+    uint64_t receives = 0;  // at most n * kMaxSplitBytes: no overflow
+    for (int64_t k = 0; k < n; ++k) {
+      receives += static_cast<uint64_t>(entry(m, k)[2]);
+    }
+    if (receives > 0) {
+      check_placed("all_to_all", m, members_.control(m).exposed_output.load(), receives, "output");
     }
   }
   // Each member writes its pieces straight into the receivers' outputs: nobody reads another
@@ -294,6 +358,7 @@ bool DirectCollectives::all_to_all(const at::Tensor& output, const at::Tensor& i
     at += static_cast<int64_t>(send[m]);
   }
   Unfinished rest{"all_to_all", output, staged};
+  rest.attach = std::move(attach_);
   if (unfinished != nullptr) {
     *unfinished = std::move(rest);
   } else {
@@ -315,6 +380,7 @@ bool DirectCollectives::broadcast(const at::Tensor& output, const at::Tensor& in
   const size_t total = nbytes(output);
   const bool is_root = members_.rank() == root;
   const bool streams = streaming(total);
+  const auto attach_ends = attach_ends_on_return();
   // Where the others read the root's data: its input where they can read it in place, else its
   // output when that is in the segment, else a block of its pool. The root fills the last two
   // piece by piece, and the others copy each piece as soon as it is there.
@@ -336,7 +402,7 @@ bool DirectCollectives::broadcast(const at::Tensor& output, const at::Tensor& in
   }
   const auto root_only = [root](int64_t m) { return m == root; };
   if (!agree("broadcast", OpCode::kBroadcast, total * 131 + static_cast<uint64_t>(root), source, {},
-             root_only, nobody)) {
+             root_only, nobody, total, 0)) {
     return false;
   }
   const size_t piece = round_up(std::max(kPieceBytes, total / kMaxPieces), kAlign);
@@ -357,6 +423,7 @@ bool DirectCollectives::broadcast(const at::Tensor& output, const at::Tensor& in
   }
   Unfinished rest{"broadcast", output, {}};
   rest.keep = staged;  // the others may still read it until the last barrier
+  rest.attach = std::move(attach_);
   if (unfinished != nullptr) {
     *unfinished = std::move(rest);
   } else {
@@ -367,10 +434,11 @@ bool DirectCollectives::broadcast(const at::Tensor& output, const at::Tensor& in
 
 bool DirectCollectives::gather(const at::Tensor& output, const at::Tensor& input, int64_t root) {
   const size_t total = nbytes(input);
+  const auto attach_ends = attach_ends_on_return();
   at::Tensor staged;
   const Placement input_at = place(input, staged, /*copy=*/true);
   if (!agree("gather", OpCode::kGather, total * 131 + static_cast<uint64_t>(root), input_at, {},
-             everyone, nobody)) {
+             everyone, nobody, total, 0)) {
     return false;
   }
   if (members_.rank() == root) {
@@ -391,11 +459,12 @@ bool DirectCollectives::gather(const at::Tensor& output, const at::Tensor& input
 bool DirectCollectives::scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) {
   const size_t total = nbytes(output);
   const bool is_root = members_.rank() == root;
+  const auto attach_ends = attach_ends_on_return();
   at::Tensor staged;
   const Placement input_at = is_root ? place(input, staged, /*copy=*/true) : Placement{0, 0};
   const auto root_only = [root](int64_t m) { return m == root; };
   if (!agree("scatter", OpCode::kScatter, total * 131 + static_cast<uint64_t>(root), input_at, {},
-             root_only, nobody)) {
+             root_only, nobody, total * static_cast<uint64_t>(members_.size()), 0)) {
     return false;
   }
   const size_t mine = members_.rank() * total;

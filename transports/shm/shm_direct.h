@@ -16,6 +16,7 @@
 // finds no room for that (the pool's bound), every member learns it at the first barrier and the
 // call returns false: the caller then runs the collective through the slots, so a full pool
 // costs speed, never an error.
+#include "transports/shm/cross_memory.h"
 #include "transports/shm/shm_members.h"
 #include "transports/shm/symmetric_pool.h"
 
@@ -26,8 +27,15 @@ namespace c10d_func::shm {
 
 class DirectCollectives {
  public:
-  DirectCollectives(Members& members, std::shared_ptr<SymmetricPool> pool, bool cross_memory)
-      : members_(members), pool_(std::move(pool)), cross_memory_(cross_memory) {}
+  // Peers' tensors in the segment must lie in [regions_begin, segment_end): the members'
+  // symmetric memory (shm_checks.h).
+  DirectCollectives(Members& members, std::shared_ptr<SymmetricPool> pool, bool cross_memory,
+                    uint64_t regions_begin, uint64_t segment_end)
+      : members_(members),
+        pool_(std::move(pool)),
+        cross_memory_(cross_memory),
+        regions_begin_(regions_begin),
+        segment_end_(segment_end) {}
 
   // Every member's `input` reduced into `output` (same wire dtype, contiguous; may be the same
   // tensor). `asked` is the reduction members compare (avg arrives as a sum to divide).
@@ -44,6 +52,8 @@ class DirectCollectives {
     at::Tensor output;
     at::Tensor staged;  // defined when the output lies outside the segment
     at::Tensor keep;    // a block the others read until the last barrier
+    // The peers' permission to attach to this member, held until the last barrier.
+    std::shared_ptr<AttachPermission> attach;
   };
   void finish(const Unfinished& unfinished);
 
@@ -72,10 +82,22 @@ class DirectCollectives {
   // room is left.
   Placement place(const at::Tensor& tensor, at::Tensor& staged, bool copy);
   // Publishes this member's placements, passes the first barrier and says whether every member
-  // placed what the collective needs (`input_needed(m)` / `output_needed(m)` of member m).
+  // placed what the collective needs (`input_needed(m)` / `output_needed(m)` of member m); a
+  // needed placement that could not hold `input_bytes` / `output_bytes` fails the collective on
+  // every member (shm_checks.h).
   template <typename InputNeeded, typename OutputNeeded>
   bool agree(const char* op, OpCode code, uint64_t detail, Placement input, Placement output,
-             InputNeeded input_needed, OutputNeeded output_needed);
+             InputNeeded input_needed, OutputNeeded output_needed, uint64_t input_bytes,
+             uint64_t output_bytes);
+  // Fails the collective when member `m`'s `exposed` place cannot hold `bytes`.
+  void check_placed(const char* op, int64_t m, int64_t exposed, uint64_t bytes, const char* what);
+  // Ends the peers' permission to attach when the collective returns (unless moved into an
+  // Unfinished before).
+  struct AttachEnds {
+    std::shared_ptr<AttachPermission>& attach;
+    ~AttachEnds() { attach.reset(); }
+  };
+  AttachEnds attach_ends_on_return() { return AttachEnds{attach_}; }
 
   // Bytes [offset, offset + bytes) of member `m`'s input, wherever it lies, copied to `to`.
   void read_input(const char* op, int64_t m, size_t offset, void* to, size_t bytes, bool streams);
@@ -91,6 +113,10 @@ class DirectCollectives {
   Members& members_;
   std::shared_ptr<SymmetricPool> pool_;
   bool cross_memory_;
+  uint64_t regions_begin_;
+  uint64_t segment_end_;
+  // While this member's tensor is attached: its peers may attach to it (cross_memory.h).
+  std::shared_ptr<AttachPermission> attach_;
 };
 
 }  // namespace c10d_func::shm

@@ -9,24 +9,42 @@
 
 #include "transports/rank_format.h"
 #include "transports/shm/cross_memory.h"
+#include "transports/shm/shm_checks.h"
 #include "transports/shm/shm_communicator.h"
 #include "transports/shm/shm_layout.h"
 #include "transports/shm/symmetric_pool.h"
 
 #include <algorithm>
-#include <random>
+#include <cerrno>
+#include <cstring>
 #include <sstream>
+#include <stdexcept>
 
+#include <sys/random.h>
 #include <unistd.h>
 
 namespace c10d_func {
 namespace shm {
 namespace {
 
+uint64_t random_word() {
+  uint64_t word = 0;
+  size_t filled = 0;
+  while (filled < sizeof(word)) {
+    const ssize_t got =
+        ::getrandom(reinterpret_cast<char*>(&word) + filled, sizeof(word) - filled, 0);
+    TORCH_CHECK(got > 0 || errno == EINTR,
+                "c10d_func shm: no random bytes for a segment name: ", std::strerror(errno));
+    filled += got > 0 ? static_cast<size_t>(got) : 0;
+  }
+  return word;
+}
+
+// 128 random bits from the kernel: a name nobody can guess (the object is 0600 besides).
 std::string random_segment_name() {
-  std::random_device device;
   std::ostringstream name;
-  name << "/c10d_func_" << std::hex << device() << device() << "_" << std::dec << ::getpid();
+  name << "/c10d_func_" << std::hex << random_word() << random_word() << "_" << std::dec
+       << ::getpid();
   return name.str();
 }
 
@@ -51,9 +69,31 @@ std::vector<std::string> exchange_host_identities(const Rendezvous& rendezvous) 
   return ids;
 }
 
-// Each member probes every other once; cross-memory attach is used only when all could.
+// Each member probes every other once; cross-memory attach is used only when all could. Peers
+// may attach to this member only while they probe: the permission ends once every member has
+// said how its probes went.
 bool agree_on_cross_memory(const Rendezvous& rendezvous, const MemberControl* controls) {
   bool mine = cross_memory_wanted();
+  AttachPermission probing;
+  if (attach_needs_permission()) {
+    // Yama: each member lets exactly its peers attach, then says so; nobody probes before every
+    // member has (a property of the host, so all members of it take this step).
+    std::vector<pid_t> peers;
+    for (int64_t m = 0; m < rendezvous.size; ++m) {
+      if (m != rendezvous.rank) {
+        peers.push_back(controls[m].pid);
+      }
+    }
+    if (mine) {
+      probing = allow_attach(peers);
+    }
+    rendezvous.store->set("attachable/" + std::to_string(rendezvous.rank), std::vector<uint8_t>{1});
+    std::vector<std::string> keys;
+    for (int64_t m = 0; m < rendezvous.size; ++m) {
+      keys.push_back("attachable/" + std::to_string(m));
+    }
+    rendezvous.store->wait(keys, rendezvous.remaining());
+  }
   for (int64_t m = 0; mine && m < rendezvous.size; ++m) {
     if (m != rendezvous.rank) {
       mine = controls[m].pid_ns == controls[rendezvous.rank].pid_ns &&
@@ -85,30 +125,42 @@ std::shared_ptr<Communicator> form(const Rendezvous& rendezvous) {
     if (rendezvous.rank == 0) {
       const size_t chunk = chunk_bytes_from_env();
       name = random_segment_name();
+      const uint64_t nonce = random_word();
       const size_t region = pool_bound_bytes();
       segment = SharedSegment::create(name, segment_bytes(n, chunk, region));
       auto* header = reinterpret_cast<Header*>(segment.base());
       header->members = static_cast<uint64_t>(n);
       header->chunk_bytes = chunk;
       header->region_bytes = region;
+      header->nonce = nonce;
       header->magic = kMagic;
-      rendezvous.store->set("segment", std::vector<uint8_t>(name.begin(), name.end()));
+      const std::string record = segment_record(name, nonce);
+      rendezvous.store->set("segment", std::vector<uint8_t>(record.begin(), record.end()));
     } else {
       rendezvous.store->wait({"segment"}, rendezvous.remaining());
-      name = text(rendezvous.store->get("segment"));
+      const std::vector<uint8_t> value = rendezvous.store->get("segment");
+      const SegmentRecord record = parse_segment_record(std::string_view(
+          reinterpret_cast<const char*>(value.data()), std::min<size_t>(value.size(), 4096)));
+      TORCH_CHECK(record.error.empty(), "c10d_func shm: ", rendezvous.group,
+                  ": the store's segment record is malformed (", record.error,
+                  "): another version of c10d_func, or something else wrote the key");
+      name = record.name;
       segment = SharedSegment::open(name);
       const auto* header = reinterpret_cast<const Header*>(segment.base());
-      TORCH_CHECK(header->magic == kMagic && header->members == static_cast<uint64_t>(n) &&
-                      segment.size() >= segment_bytes(n, header->chunk_bytes, header->region_bytes),
-                  "c10d_func shm: segment ", name, " does not match this group");
+      SegmentHeaderValues seen;
+      if (segment.size() >= sizeof(Header)) {
+        seen = {header->magic, header->members, header->chunk_bytes, header->region_bytes,
+                header->nonce};
+      }
+      const std::string wrong =
+          check_segment_header(seen, static_cast<uint64_t>(n), record.nonce, segment.size());
+      TORCH_CHECK(wrong.empty(), "c10d_func shm: refusing segment ", name, " for ",
+                  rendezvous.group, ": ", wrong);
     }
     auto* controls = reinterpret_cast<MemberControl*>(segment.base() + controls_offset());
     controls[rendezvous.rank].pid = static_cast<int32_t>(::getpid());
     controls[rendezvous.rank].pid_ns = shm::pid_namespace();
     controls[rendezvous.rank].probe_address = probe_address();
-    if (cross_memory_wanted()) {
-      allow_peers();  // before any peer can probe: they wait for "mapped" first
-    }
     // Once every member has mapped the segment its name is removed: nothing is left in /dev/shm
     // by a crash, a kill or an exception from here on.
     rendezvous.store->set("mapped/" + std::to_string(rendezvous.rank), std::vector<uint8_t>{1});

@@ -52,6 +52,7 @@ struct Header {
   uint64_t members;
   uint64_t chunk_bytes;
   uint64_t region_bytes;  // each member's symmetric-memory region (rank 0's pool bound)
+  uint64_t nonce;         // random, also in the store: a segment of another job is refused
 };
 
 inline size_t controls_offset() {

@@ -1,6 +1,7 @@
 // See shm_members.h.
 #include "transports/shm/shm_members.h"
 
+#include "transports/shm/shm_checks.h"
 #include "transports/shm/shm_segment.h"
 
 #include <algorithm>
@@ -18,7 +19,14 @@ Members::Members(Communicator& owner, char* base, const Rendezvous& rendezvous)
       size_(rendezvous.size),
       members_(rendezvous.members),
       group_(rendezvous.group),
-      timeout_(rendezvous.timeout) {}
+      timeout_(rendezvous.timeout) {
+  // Every member wrote its pid before it said it had mapped the segment, which the communicator
+  // is made after.
+  for (int64_t m = 0; m < size_; ++m) {
+    pids_.push_back(control(m).pid);
+    pid_namespaces_.push_back(control(m).pid_ns);
+  }
+}
 
 std::string Members::name_of(int64_t member) const {
   return "rank " + std::to_string(members_[member]);
@@ -106,10 +114,10 @@ void Members::wait_for(int64_t member, uint64_t step, const char* op) {
       return;
     }
     if (peer.failed.load(std::memory_order_acquire) != 0) {
-      fail(op, name_of(member) + " failed: " + std::string(peer.failure));
+      fail(op, name_of(member) + " failed: " + bounded_text(peer.failure, sizeof(peer.failure)));
     }
-    if (member_is_dead(peer)) {
-      fail(op, name_of(member) + " (pid " + std::to_string(peer.pid) +
+    if (member_is_dead(pids_[member], pid_namespaces_[member])) {
+      fail(op, name_of(member) + " (pid " + std::to_string(pids_[member]) +
                    ") exited during the collective");
     }
     if (Clock::now() > deadline) {

@@ -52,6 +52,10 @@ class Members {
   void publish_failure(const std::string& why);
   // "rank 3": a member by its global rank, for messages.
   std::string name_of(int64_t member) const;
+  // A member's pid as it recorded it at formation (later writes to its control block are not
+  // believed: a pid is what cross-memory attach and the liveness check act on).
+  pid_t pid_of(int64_t member) const { return pids_[member]; }
+  const std::vector<pid_t>& pids() const { return pids_; }
   // Bounds the waits of the collectives that start from now on (any thread may call it).
   void set_timeout(std::chrono::milliseconds timeout) { timeout_.set(timeout); }
 
@@ -66,7 +70,9 @@ class Members {
   int64_t rank_;
   int64_t size_;
   std::vector<int64_t> members_;  // global ranks, for messages
-  std::string group_;             // "tag='x', chunk [0, 1]", for messages
+  std::vector<pid_t> pids_;       // per member, read once at formation
+  std::vector<uint64_t> pid_namespaces_;
+  std::string group_;  // "tag='x', chunk [0, 1]", for messages
   SharedTimeout timeout_;
 
   uint64_t steps_ = 0;

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -81,6 +82,16 @@ SharedSegment SharedSegment::open(const std::string& name) {
     const int error = errno;
     ::close(fd);
     TORCH_CHECK(false, "c10d_func shm: fstat of ", name, " failed: ", std::strerror(error));
+  }
+  // Only a segment this user made for itself alone (create's 0600) is ever mapped: one of
+  // another user, or open to others, was not made by a member of this group.
+  if (info.st_uid != ::geteuid() || (info.st_mode & 077) != 0 || info.st_size <= 0) {
+    ::close(fd);
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%03o", static_cast<unsigned>(info.st_mode & 0777));
+    TORCH_CHECK(false, "c10d_func shm: refusing segment ", name, ": owner uid ", info.st_uid,
+                ", mode ", mode, ", ", info.st_size,
+                " bytes; a member's segment is this user's, mode 600, and not empty");
   }
   const auto bytes = static_cast<size_t>(info.st_size);
   void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -159,15 +170,15 @@ void futex_wake_all(std::atomic<uint32_t>& word) {
             0);
 }
 
-bool member_is_dead(const MemberControl& control) {
-  if (control.pid <= 0 || control.pid_ns != pid_namespace()) {
+bool member_is_dead(int32_t pid, uint64_t pid_ns) {
+  if (pid <= 0 || pid_ns != pid_namespace()) {
     return false;  // unknown, or a pid we cannot interpret: only the timeout decides
   }
-  if (::kill(control.pid, 0) != 0) {
+  if (::kill(pid, 0) != 0) {
     return errno == ESRCH;
   }
   // A killed process stays a zombie until its parent reaps it: it has exited all the same.
-  std::ifstream stat("/proc/" + std::to_string(control.pid) + "/stat");
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
   std::getline(stat, line);
   const auto close = line.rfind(')');

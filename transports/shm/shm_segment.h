@@ -93,7 +93,8 @@ class SharedSegment {
 void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::microseconds timeout);
 void futex_wake_all(std::atomic<uint32_t>& word);
 
-// True when the process recorded in `control` is known to be gone.
-bool member_is_dead(const MemberControl& control);
+// True when the process `pid` (of pid namespace `pid_ns`, as a member recorded them) is known
+// to be gone.
+bool member_is_dead(int32_t pid, uint64_t pid_ns);
 
 }  // namespace c10d_func::shm

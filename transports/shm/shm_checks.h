@@ -1,0 +1,55 @@
+#pragma once
+// The checks of what the shm transport reads from its peers' part of the segment (and from the
+// store) before any of it is used as a size, an offset or a count: a buggy, version-skewed or
+// dying peer, or a process of the same user that wrote into the segment, makes the collective
+// fail on every member with a message, never an access out of bounds. Pure functions of the
+// values read, so that every one can be checked (and fuzzed) without a segment. Each returns
+// what is wrong, or an empty string.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace c10d_func::shm {
+
+// The most members, the largest chunk and the largest region a segment may claim: bounds that
+// keep every layout computation far from overflow (a real segment is far below them).
+constexpr uint64_t kMaxMembers = 4096;
+constexpr uint64_t kMaxChunkBytes = uint64_t{1} << 30;
+constexpr uint64_t kMaxRegionBytes = uint64_t{1} << 40;
+
+// The header rank 0 wrote, read by a member that expects `members` and the job's `nonce` (from
+// the store) and mapped `mapped_bytes` (the object's size).
+struct SegmentHeaderValues {
+  uint64_t magic = 0;
+  uint64_t members = 0;
+  uint64_t chunk_bytes = 0;
+  uint64_t region_bytes = 0;
+  uint64_t nonce = 0;
+};
+std::string check_segment_header(const SegmentHeaderValues& header, uint64_t members,
+                                 uint64_t nonce, uint64_t mapped_bytes);
+
+// The store's record of a segment: "<name> <nonce hex>". `error` says what is wrong.
+struct SegmentRecord {
+  std::string name;
+  uint64_t nonce = 0;
+  std::string error;
+};
+std::string segment_record(const std::string& name, uint64_t nonce);
+SegmentRecord parse_segment_record(std::string_view record);
+
+// Where a peer says a tensor of `bytes` lies: an offset into the segment that must keep the
+// whole tensor inside [regions_begin, segment_end) (the members' symmetric memory: never the
+// header, the control blocks or the slots), or kAttached, valid only where the members agreed on
+// cross-memory attach.
+std::string check_placement(int64_t exposed, uint64_t bytes, bool cross_memory,
+                            uint64_t regions_begin, uint64_t segment_end);
+
+// A byte count a peer published (an all_to_all split, a number of rounds): within [0, most].
+std::string check_count(int64_t value, uint64_t most);
+
+// A peer's failure text: at most `capacity` bytes, read up to its first NUL.
+std::string bounded_text(const char* text, size_t capacity);
+
+}  // namespace c10d_func::shm
