@@ -1,8 +1,9 @@
 """The shm transport: what the op suite (run on both CPU transports) does not show. A member
 killed during a large collective fails the others within the timeout, naming its rank; no
 segment is left in /dev/shm by a kill or a normal exit; two jobs on one host do not interfere;
-members in different collectives fail instead of mixing data. Chunks spanning real hosts:
-test_hosts.py."""
+members in different collectives fail instead of mixing data; a bad value a peer writes into the
+segment (its header, a placement, a split, a round count) fails every member, naming the writer.
+Chunks spanning real hosts: test_hosts.py."""
 
 from __future__ import annotations
 
@@ -297,3 +298,64 @@ def test_private_inputs_overwritten_after_the_call_together_or_apart(world_size,
     results = get_pool(world_size).run(body_private_inputs_written_at_once, numel, timeout=170)
     failures = [f for fs in results for f in fs]
     assert not failures, "\n".join(failures[:20])
+
+
+def corrupted_call(kind: str, tag: str, ranks: list[int], n: int) -> None:
+    """The collective in which member 1 (rank 0 for "header") writes a bad value where the
+    others read it (C10D_FUNC_TEST_SHM_CORRUPT, a test-only fault injection)."""
+    if kind == "header":  # forming a new communicator: rank 0 writes an impossible region size
+        ops.wait_tensor(ops.all_reduce(torch.ones(4), "sum", tag, ranks, n))
+    elif kind == "placement":  # 8 MiB on symmetric memory: an input "at" the segment's header
+        ops.wait_tensor(ops.all_reduce(torch.ones(2 << 20), "sum", tag, ranks, n))
+    else:  # "split" (a negative length in all_to_all's directory) or "rounds" (through slots)
+        numel = n * (1 << 16)
+        ops.wait_tensor(ops.all_to_all_single(torch.ones(numel), None, None, tag, ranks, n))
+
+
+def body_corrupted_peer(rank: int, world_size: int, kind: str, tag: str) -> str:
+    ranks = list(range(world_size))
+    if kind != "header":  # the communicator forms cleanly first
+        ops.wait_tensor(ops.all_reduce(torch.ones(4), "sum", tag, ranks, world_size))
+    os.environ["C10D_FUNC_TEST_SHM_CORRUPT"] = kind
+    try:
+        corrupted_call(kind, tag, ranks, world_size)
+        return "no error"
+    except RuntimeError as error:
+        return str(error)
+    finally:
+        del os.environ["C10D_FUNC_TEST_SHM_CORRUPT"]
+
+
+CORRUPTIONS = {
+    "header": ("refusing segment", "region of"),
+    "placement": ("rank 1 published a bad place for its input", "outside the members' memory"),
+    "split": ("rank 1 published a bad split length", "-5 is outside"),
+    "rounds": ("rank 1 published a bad number of rounds", "is outside"),
+}
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+@pytest.mark.parametrize("kind", ["header", "placement", "split"])
+def test_a_bad_value_from_a_peer_fails_every_member_naming_it(kind, world_size, request):
+    # A member writes a value no correct member would (an offset into the header, a negative
+    # split, a header of impossible sizes) where the others read it: every member checks it
+    # before use and fails with a message naming the writer; nothing reads or writes out of
+    # bounds (the suite also runs under ASan: scripts/sanitize.sh).
+    pool = request.getfixturevalue(f"pool{world_size}")
+    messages = pool.run(body_corrupted_peer, kind, f"corrupt-{kind}", timeout=120)
+    for message in messages:
+        for fragment in CORRUPTIONS[kind]:
+            assert fragment in message, (kind, message.split("\nException raised")[0])
+
+
+def test_a_bad_round_count_from_a_peer_fails_every_member_naming_it():
+    # all_to_all through the slots (no symmetric memory): members exchange their numbers of
+    # rounds; an impossible one fails every member instead of looping on.
+    pool = WorkerPool(2, env={"C10D_FUNC_SHM_POOL_BYTES": "0", "C10D_FUNC_TIMEOUT": "30"})
+    try:
+        messages = pool.run(body_corrupted_peer, "rounds", "corrupt-rounds", timeout=120)
+    finally:
+        pool.close()
+    for message in messages:
+        for fragment in CORRUPTIONS["rounds"]:
+            assert fragment in message, message

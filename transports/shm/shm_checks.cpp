@@ -3,6 +3,7 @@
 
 #include "transports/shm/shm_layout.h"
 
+#include <cstdlib>
 #include <cstring>
 
 namespace c10d_func::shm {
@@ -111,6 +112,14 @@ std::string check_count(int64_t value, uint64_t most) {
     return std::to_string(value) + " is outside [0, " + std::to_string(most) + "]";
   }
   return {};
+}
+
+bool corrupts_for_test(const char* kind, int64_t rank) {
+  const char* asked = std::getenv("C10D_FUNC_TEST_SHM_CORRUPT");
+  if (asked == nullptr || std::strcmp(asked, kind) != 0) {
+    return false;
+  }
+  return rank == (std::strcmp(kind, "header") == 0 ? 0 : 1);
 }
 
 std::string bounded_text(const char* text, size_t capacity) {

@@ -52,4 +52,10 @@ std::string check_count(int64_t value, uint64_t most);
 // A peer's failure text: at most `capacity` bytes, read up to its first NUL.
 std::string bounded_text(const char* text, size_t capacity);
 
+// Test-only fault injection (tests/python/test_shm.py): true when C10D_FUNC_TEST_SHM_CORRUPT
+// names `kind` ("header", "placement", "split", "rounds") and this member, of chunk rank `rank`,
+// is the one that writes the bad value ("header": rank 0, which writes the header; the others:
+// rank 1). Read at each use, so a test can set it for one call.
+bool corrupts_for_test(const char* kind, int64_t rank);
+
 }  // namespace c10d_func::shm

@@ -111,6 +111,10 @@ bool DirectCollectives::agree(const char* op, OpCode code, uint64_t detail, Plac
   me.input_address.store(input.address, std::memory_order_relaxed);
   me.exposed_output.store(output.offset, std::memory_order_relaxed);
   me.output_address.store(output.address, std::memory_order_relaxed);
+  if (corrupts_for_test("placement", members_.rank())) {
+    me.exposed_input.store(16, std::memory_order_relaxed);  // inside the segment's header
+    me.exposed_output.store(16, std::memory_order_relaxed);
+  }
   members_.barrier(op);  // publishes the stores above (release/acquire on the arrival step)
   for (int64_t m = 0; m < members_.size(); ++m) {
     const MemberControl& peer = members_.control(m);
@@ -300,6 +304,9 @@ bool DirectCollectives::all_to_all(const at::Tensor& output, const at::Tensor& i
     entry(rank, m)[1] = static_cast<int64_t>(send[m]);
     entry(rank, m)[2] = static_cast<int64_t>(receive[m]);
     at += static_cast<int64_t>(receive[m]);
+  }
+  if (corrupts_for_test("split", rank)) {
+    entry(rank, 0)[2] = -5;
   }
   if (!agree("all_to_all", OpCode::kAllToAll, 0, {}, output_at, nobody, everyone, 0, 0)) {
     return false;

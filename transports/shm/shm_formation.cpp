@@ -117,6 +117,42 @@ Rendezvous under(const Rendezvous& rendezvous, const std::string& prefix) {
   return sub;
 }
 
+// A member other than rank 0: maps the segment the store names, once its record, owner, mode and
+// header are checked. A refusal is also told to the others (as this member's "mapped" key), so
+// that every member fails at once with the reason, not rank 0 at its timeout.
+SharedSegment open_checked(const Rendezvous& rendezvous, std::string& name) {
+  try {
+    rendezvous.store->wait({"segment"}, rendezvous.remaining());
+    const std::vector<uint8_t> value = rendezvous.store->get("segment");
+    const SegmentRecord record = parse_segment_record(std::string_view(
+        reinterpret_cast<const char*>(value.data()), std::min<size_t>(value.size(), 4096)));
+    TORCH_CHECK(record.error.empty(), "the store's segment record is malformed (", record.error,
+                "): another version of c10d_func, or something else wrote the key");
+    name = record.name;
+    SharedSegment segment = SharedSegment::open(name);
+    const auto* header = reinterpret_cast<const Header*>(segment.base());
+    SegmentHeaderValues seen;
+    if (segment.size() >= sizeof(Header)) {
+      seen = {header->magic, header->members, header->chunk_bytes, header->region_bytes,
+              header->nonce};
+    }
+    const std::string wrong = check_segment_header(seen, static_cast<uint64_t>(rendezvous.size),
+                                                   record.nonce, segment.size());
+    TORCH_CHECK(wrong.empty(), "refusing segment ", name, ": ", wrong);
+    return segment;
+  } catch (const c10::Error& error) {
+    const std::string why = "c10d_func shm: " + rendezvous.group + ": rank " +
+                            std::to_string(rendezvous.members[rendezvous.rank]) + ": " +
+                            error.what_without_backtrace();
+    rendezvous.store->set("mapped/" + std::to_string(rendezvous.rank),
+                          std::vector<uint8_t>(why.begin(), why.end()));
+    // The name stays for the members still to open it (they find the same fault and say so);
+    // rank 0 removes it once every member has answered.
+    name.clear();
+    TORCH_CHECK(false, why);
+  }
+}
+
 std::shared_ptr<Communicator> form(const Rendezvous& rendezvous) {
   const int64_t n = rendezvous.size;
   std::string name;
@@ -131,31 +167,13 @@ std::shared_ptr<Communicator> form(const Rendezvous& rendezvous) {
       auto* header = reinterpret_cast<Header*>(segment.base());
       header->members = static_cast<uint64_t>(n);
       header->chunk_bytes = chunk;
-      header->region_bytes = region;
+      header->region_bytes = corrupts_for_test("header", 0) ? uint64_t{1} << 62 : region;
       header->nonce = nonce;
       header->magic = kMagic;
       const std::string record = segment_record(name, nonce);
       rendezvous.store->set("segment", std::vector<uint8_t>(record.begin(), record.end()));
     } else {
-      rendezvous.store->wait({"segment"}, rendezvous.remaining());
-      const std::vector<uint8_t> value = rendezvous.store->get("segment");
-      const SegmentRecord record = parse_segment_record(std::string_view(
-          reinterpret_cast<const char*>(value.data()), std::min<size_t>(value.size(), 4096)));
-      TORCH_CHECK(record.error.empty(), "c10d_func shm: ", rendezvous.group,
-                  ": the store's segment record is malformed (", record.error,
-                  "): another version of c10d_func, or something else wrote the key");
-      name = record.name;
-      segment = SharedSegment::open(name);
-      const auto* header = reinterpret_cast<const Header*>(segment.base());
-      SegmentHeaderValues seen;
-      if (segment.size() >= sizeof(Header)) {
-        seen = {header->magic, header->members, header->chunk_bytes, header->region_bytes,
-                header->nonce};
-      }
-      const std::string wrong =
-          check_segment_header(seen, static_cast<uint64_t>(n), record.nonce, segment.size());
-      TORCH_CHECK(wrong.empty(), "c10d_func shm: refusing segment ", name, " for ",
-                  rendezvous.group, ": ", wrong);
+      segment = open_checked(rendezvous, name);
     }
     auto* controls = reinterpret_cast<MemberControl*>(segment.base() + controls_offset());
     controls[rendezvous.rank].pid = static_cast<int32_t>(::getpid());
@@ -170,6 +188,12 @@ std::shared_ptr<Communicator> form(const Rendezvous& rendezvous) {
     }
     rendezvous.store->wait(mapped, rendezvous.remaining());
     SharedSegment::unlink(name);
+    for (const auto& key : mapped) {
+      const std::vector<uint8_t> value = rendezvous.store->get(key);
+      TORCH_CHECK(value == std::vector<uint8_t>{1},
+                  text(std::vector<uint8_t>(value.begin(),
+                                            value.begin() + std::min<size_t>(value.size(), 1000))));
+    }
     const bool cross_memory = agree_on_cross_memory(rendezvous, controls);
     return communicator_on(std::move(segment), rendezvous, cross_memory);
   } catch (...) {
