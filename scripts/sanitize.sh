@@ -33,6 +33,16 @@ else
   # TSan, so reports whose frames are all theirs are suppressed (tests/sanitizers/tsan.supp).
   export TSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/tsan.supp:report_signal_unsafe=0:halt_on_error=0"
 fi
+# SANITIZER_LOG_DIR: every process (ranks on test hosts included) writes its reports whole to a
+# file of its own there (report.<pid>), where a test would show only the end of a rank's output.
+if [[ -n ${SANITIZER_LOG_DIR:-} ]]; then
+  mkdir -p "$SANITIZER_LOG_DIR"
+  export ASAN_OPTIONS="${ASAN_OPTIONS:-}:log_path=$SANITIZER_LOG_DIR/report"
+  export TSAN_OPTIONS="${TSAN_OPTIONS:-}:log_path=$SANITIZER_LOG_DIR/report"
+fi
+# Instrumented code runs several times slower: the tests' own bounds stretch by this much
+# (tests/python/worker_pool.py), so that a run fails on findings, not on the clock.
+export C10D_FUNC_TEST_SLOWDOWN="${C10D_FUNC_TEST_SLOWDOWN:-$([[ $kind == address ]] && echo 3 || echo 8)}"
 tests=("$@")
 if ((${#tests[@]} == 0)); then
   tests=(tests/python/test_collectives.py tests/python/test_world.py tests/python/test_reliability.py)

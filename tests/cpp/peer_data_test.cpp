@@ -1,8 +1,10 @@
 // The parsers of what peers and the store send (the rail link's address records and hellos, the
 // shm segment's header, record, placements and counts): each well-formed value is taken, every
 // malformed one named, and random bytes, truncations and single-byte flips never crash a parser
-// nor pass as valid (run under ASan/UBSan by scripts/sanitize.sh).
+// nor pass as valid (built with ASan+UBSan by scripts/test.sh). And what Yama is told about who
+// may attach to a member.
 #include "transports/hierarchy/rail_handshake.h"
+#include "transports/shm/cross_memory.h"
 #include "transports/shm/shm_checks.h"
 #include "transports/shm/shm_layout.h"
 
@@ -199,6 +201,31 @@ TEST(ShmChecks, PlacementsStayInTheMembersMemory) {
   const char unterminated[4] = {'a', 'b', 'c', 'd'};
   EXPECT_EQ(shm::bounded_text(unterminated, sizeof(unterminated)), "abcd");
   EXPECT_EQ(shm::bounded_text("ab\0cd", 5), "ab");
+}
+
+}  // namespace
+}  // namespace c10d_func
+
+namespace c10d_func {
+namespace {
+
+TEST(CrossMemory, YamaIsToldOnlyWhoMayAttachNow) {
+  EXPECT_EQ(shm::ptracer_for({}), 0ul);               // nobody once every permission is gone
+  EXPECT_EQ(shm::ptracer_for({4242}), 4242ul);        // one peer: that pid alone
+  EXPECT_EQ(shm::ptracer_for({4242, 4242}), 4242ul);  // two permissions naming the same peer
+  EXPECT_EQ(shm::ptracer_for({4242, 4243}), shm::kAnyTracer);  // Yama records one tracer
+}
+
+TEST(CrossMemory, APermissionEndsWithItsLastHolder) {
+  // Without Yama (this machine, most CI) a permission changes nothing and must not fail; with
+  // it, the prctl calls are checked by ptracer_for above.
+  shm::AttachPermission first({1234});
+  {
+    shm::AttachPermission second = shm::allow_attach({1235});
+    shm::AttachPermission moved(std::move(second));
+  }
+  shm::AttachPermission none;
+  none = std::move(first);
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Self
 
-from worker_pool import TESTS_DIR, free_port
+from worker_pool import SLOWDOWN, TESTS_DIR, free_port, scaled_env
 
 SUBNET = "10.231.{index}.{host}"  # a private test subnet that lives only inside the namespaces
 
@@ -178,7 +178,7 @@ class TestHosts:
             "MASTER_PORT": str(free_port()),
             "WORLD_SIZE": str(world),
             "PYTHONPATH": TESTS_DIR,
-            **(env or {}),
+            **scaled_env(env or {}),
         }
         launcher = os.path.join(TESTS_DIR, "programs", "host_launcher.py")
         target = os.path.join(TESTS_DIR, "programs", program)
@@ -235,7 +235,7 @@ def host_results(
     leftovers: dict[int, list[str]] = {}
     try:
         for host, launcher in enumerate(launchers):
-            out, err = launcher.communicate(timeout=timeout)
+            out, err = launcher.communicate(timeout=timeout * SLOWDOWN)
             if launcher.returncode != 0 and "HOST DONE" not in out:
                 raise AssertionError(f"host {host}'s launcher failed: {out[-3000:]}{err[-3000:]}")
             report = json.loads(out[out.index("HOST DONE ") + len("HOST DONE ") :].splitlines()[0])

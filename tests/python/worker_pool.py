@@ -24,6 +24,17 @@ TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 # Long enough for the slowest real case on 2 cores, short enough that a bug fails fast.
 DEFAULT_CALL_TIMEOUT = 180.0
+# How much slower than usual this run is (scripts/sanitize.sh sets it: instrumented code runs
+# several times slower): every bound of the harness, and the library timeouts the tests set
+# (scaled_env), stretch by it, so that a sanitizer run fails on findings, not on the clock.
+SLOWDOWN = float(os.environ.get("C10D_FUNC_TEST_SLOWDOWN", "1"))
+
+
+def scaled_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` with its C10D_FUNC_TIMEOUT stretched by SLOWDOWN."""
+    if "C10D_FUNC_TIMEOUT" not in env or SLOWDOWN == 1:
+        return env
+    return {**env, "C10D_FUNC_TIMEOUT": str(float(env["C10D_FUNC_TIMEOUT"]) * SLOWDOWN)}
 
 
 def launch_ranks(
@@ -36,7 +47,7 @@ def launch_ranks(
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": str(free_port()),
         "WORLD_SIZE": str(world_size),
-        **(env or {}),
+        **scaled_env(env or {}),
     }
     return [
         subprocess.Popen(
@@ -55,7 +66,7 @@ def finish_ranks(procs: list[subprocess.Popen], timeout: float = 120) -> list[tu
     results = []
     try:
         for proc in procs:
-            out, err = proc.communicate(timeout=timeout)
+            out, err = proc.communicate(timeout=timeout * SLOWDOWN)
             results.append((proc.returncode, out, err))
     finally:
         for proc in procs:
@@ -107,13 +118,15 @@ class WorkerPool:
         start_timeout: float = 120.0,
     ) -> None:
         self.world_size = world_size
-        self.env = {
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(free_port()),
-            "WORLD_SIZE": str(world_size),
-            "C10D_FUNC_TIMEOUT": "60",
-            **(env or {}),
-        }
+        self.env = scaled_env(
+            {
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(free_port()),
+                "WORLD_SIZE": str(world_size),
+                "C10D_FUNC_TIMEOUT": "60",
+                **(env or {}),
+            }
+        )
         ctx = mp.get_context("spawn")
         self._conns = []
         self._procs = []
@@ -150,6 +163,7 @@ class WorkerPool:
         return self._collect(timeout, what=fn.__qualname__)
 
     def _collect(self, timeout: float, what: str) -> list[Any]:
+        timeout *= SLOWDOWN
         deadline = time.monotonic() + timeout
         results: list[Any] = [None] * self.world_size
         errors = []

@@ -58,15 +58,25 @@ std::multiset<pid_t> permitted;
 
 // Tells Yama what `permitted` now allows; the caller holds permission_mutex.
 void apply_permissions() {
-  unsigned long tracer = 0;  // nobody
-  if (!permitted.empty()) {
-    const bool one_pid = *permitted.begin() == *permitted.rbegin();
-    tracer = one_pid ? static_cast<unsigned long>(*permitted.begin()) : PR_SET_PTRACER_ANY;
-  }
-  (void)::prctl(PR_SET_PTRACER, tracer, 0, 0, 0);
+  (void)::prctl(PR_SET_PTRACER, ptracer_for(std::vector<pid_t>(permitted.begin(), permitted.end())),
+                0, 0, 0);
 }
 
 }  // namespace
+
+const unsigned long kAnyTracer = PR_SET_PTRACER_ANY;
+
+unsigned long ptracer_for(const std::vector<pid_t>& permitted) {
+  if (permitted.empty()) {
+    return 0;  // nobody
+  }
+  for (const pid_t pid : permitted) {
+    if (pid != permitted.front()) {
+      return PR_SET_PTRACER_ANY;  // Yama records one tracer: several peers need "any"
+    }
+  }
+  return static_cast<unsigned long>(permitted.front());
+}
 
 AttachPermission::AttachPermission(const std::vector<pid_t>& peers) : peers_(peers) {
   if (!attach_needs_permission() || peers_.empty()) {

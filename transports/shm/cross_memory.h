@@ -53,6 +53,12 @@ inline AttachPermission allow_attach(const std::vector<pid_t>& peers) {
   return AttachPermission(peers);
 }
 
+// What Yama is told (prctl(PR_SET_PTRACER, ...)) when the live permissions name `permitted`
+// (each pid once per permission naming it): 0 (nobody) when empty, the pid when all name one,
+// else PR_SET_PTRACER_ANY.
+unsigned long ptracer_for(const std::vector<pid_t>& permitted);
+extern const unsigned long kAnyTracer;
+
 // The address of a word holding kProbeValue in this process, for peers to probe.
 uint64_t probe_address();
 // True when `pid`'s word at `address` reads as the probe value.

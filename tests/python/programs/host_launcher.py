@@ -15,7 +15,9 @@ import os
 import subprocess
 import sys
 
-TIMEOUT = float(os.environ.get("C10D_FUNC_TEST_HOST_TIMEOUT", "150"))
+TIMEOUT = float(os.environ.get("C10D_FUNC_TEST_HOST_TIMEOUT", "150")) * float(
+    os.environ.get("C10D_FUNC_TEST_SLOWDOWN", "1")
+)
 
 
 def main() -> None:
