@@ -198,7 +198,9 @@ def _init_world(backend: str, port: int, rank: int, world_size: int) -> None:
     dist.init_process_group(backend, store=store, rank=rank, world_size=world_size)
 
 
-def body_python_process_group(rank: int, world_size: int, port: int) -> list[str]:
+def body_python_process_group(
+    rank: int, world_size: int, port: int, second_port: int
+) -> list[str]:
     _register_python_backend()
     failures: list[str] = []
     everyone = list(range(world_size))
@@ -227,7 +229,8 @@ def body_python_process_group(rank: int, world_size: int, port: int) -> list[str
     finally:
         dist.destroy_process_group()
     # The Python group as the default group: the world delegates, so rank lists run on it.
-    _init_world(PY_BACKEND, port + 1, rank, world_size)
+    # A port of its own, not port + 1, which another process of the suite may hold.
+    _init_world(PY_BACKEND, second_port, rank, world_size)
     try:
         default = dist.group.WORLD
         failures += check_every_op(rank, everyone, everyone, "rank list, python world")
@@ -245,10 +248,12 @@ def body_python_process_group(rank: int, world_size: int, port: int) -> list[str
 def test_python_process_group_registered_as_backend(size):
     from conftest import get_pool
 
-    assert_no_failures(get_pool(size).run(body_python_process_group, free_port()))
+    assert_no_failures(get_pool(size).run(body_python_process_group, free_port(), free_port()))
 
 
-def body_world_follows_reinit(rank: int, world_size: int, port: int) -> list[str]:
+def body_world_follows_reinit(
+    rank: int, world_size: int, port: int, second_port: int
+) -> list[str]:
     failures: list[str] = []
     x = value_of(rank)
     _init_world("gloo", port, rank, world_size)
@@ -259,7 +264,7 @@ def body_world_follows_reinit(rank: int, world_size: int, port: int) -> list[str
     if funcol.world() is not None or funcol.groups():
         failures.append(f"rank {rank}: after destroy: {funcol.world()} {funcol.groups()}")
     if rank < 2:  # a world of 2 made of ranks 0 and 1; the others sit this one out
-        _init_world("gloo", port + 1, rank, 2)
+        _init_world("gloo", second_port, rank, 2)
         got = funcol.all_reduce(x, "sum", [0, 1])
         if not torch.equal(got, value_of(0) + value_of(1)):
             failures.append(f"rank {rank}: all_reduce over the second world: {got}")
@@ -270,7 +275,7 @@ def body_world_follows_reinit(rank: int, world_size: int, port: int) -> list[str
 
 
 def test_world_follows_destroy_and_reinit(pool4):
-    assert_no_failures(pool4.run(body_world_follows_reinit, free_port()))
+    assert_no_failures(pool4.run(body_world_follows_reinit, free_port(), free_port()))
 
 
 def body_mesh_runs_on_its_groups(rank: int, world_size: int, port: int) -> list[str]:
