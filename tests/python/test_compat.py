@@ -198,9 +198,7 @@ def _init_world(backend: str, port: int, rank: int, world_size: int) -> None:
     dist.init_process_group(backend, store=store, rank=rank, world_size=world_size)
 
 
-def body_python_process_group(
-    rank: int, world_size: int, port: int, second_port: int
-) -> list[str]:
+def body_python_process_group(rank: int, world_size: int, port: int, second_port: int) -> list[str]:
     _register_python_backend()
     failures: list[str] = []
     everyone = list(range(world_size))
@@ -251,9 +249,7 @@ def test_python_process_group_registered_as_backend(size):
     assert_no_failures(get_pool(size).run(body_python_process_group, free_port(), free_port()))
 
 
-def body_world_follows_reinit(
-    rank: int, world_size: int, port: int, second_port: int
-) -> list[str]:
+def body_world_follows_reinit(rank: int, world_size: int, port: int, second_port: int) -> list[str]:
     failures: list[str] = []
     x = value_of(rank)
     _init_world("gloo", port, rank, world_size)
