@@ -14,6 +14,7 @@
 #include "python/csrc/python_group.h"
 #include "transports/c10d/group_communicator.h"
 #include "transports/gloo/gloo_transport.h"
+#include "transports/shm/shm_checks.h"
 
 #include <chrono>
 #include <memory>
@@ -275,6 +276,8 @@ PYBIND11_MODULE(_C, m) {
       "shutdown", [] { GroupRegistry::instance().shutdown(); },
       py::call_guard<py::gil_scoped_release>());
   m.def("pending_count", &pending_count);
+  // Tests only: a member writes a bad value where its shm peers read it (shm_checks.h).
+  m.def("set_shm_fault_for_test", [](const std::string& kind) { shm::set_fault_for_test(kind); });
   m.def("has_native_gloo", [] { return native_gloo_maker().has_value(); });
   // The one list of operators (ops/op_list.h), for the Python side: inductor's lowerings and
   // the tests derive from it. op_table(): (name, lowering, effects) per op with kernels per key.

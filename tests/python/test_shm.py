@@ -302,7 +302,7 @@ def test_private_inputs_overwritten_after_the_call_together_or_apart(world_size,
 
 def corrupted_call(kind: str, tag: str, ranks: list[int], n: int) -> None:
     """The collective in which member 1 (rank 0 for "header") writes a bad value where the
-    others read it (C10D_FUNC_TEST_SHM_CORRUPT, a test-only fault injection)."""
+    others read it (c10d_func._C.set_shm_fault_for_test, a test-only fault injection)."""
     if kind == "header":  # forming a new communicator: rank 0 writes an impossible region size
         ops.wait_tensor(ops.all_reduce(torch.ones(4), "sum", tag, ranks, n))
     elif kind == "placement":  # 8 MiB on symmetric memory: an input "at" the segment's header
@@ -316,14 +316,14 @@ def body_corrupted_peer(rank: int, world_size: int, kind: str, tag: str) -> str:
     ranks = list(range(world_size))
     if kind != "header":  # the communicator forms cleanly first
         ops.wait_tensor(ops.all_reduce(torch.ones(4), "sum", tag, ranks, world_size))
-    os.environ["C10D_FUNC_TEST_SHM_CORRUPT"] = kind
+    c10d_func._C.set_shm_fault_for_test(kind)
     try:
         corrupted_call(kind, tag, ranks, world_size)
         return "no error"
     except RuntimeError as error:
         return str(error)
     finally:
-        del os.environ["C10D_FUNC_TEST_SHM_CORRUPT"]
+        c10d_func._C.set_shm_fault_for_test("")
 
 
 CORRUPTIONS = {

@@ -3,8 +3,9 @@
 
 #include "transports/shm/shm_layout.h"
 
-#include <cstdlib>
 #include <cstring>
+#include <stdexcept>
+#include <utility>
 
 namespace c10d_func::shm {
 
@@ -114,12 +115,22 @@ std::string check_count(int64_t value, uint64_t most) {
   return {};
 }
 
-bool corrupts_for_test(const char* kind, int64_t rank) {
-  const char* asked = std::getenv("C10D_FUNC_TEST_SHM_CORRUPT");
-  if (asked == nullptr || std::strcmp(asked, kind) != 0) {
-    return false;
+std::atomic<int> fault_for_test{static_cast<int>(ShmFault::kNone)};
+
+void set_fault_for_test(std::string_view kind) {
+  static constexpr std::pair<std::string_view, ShmFault> kKinds[] = {
+      {"", ShmFault::kNone},
+      {"header", ShmFault::kHeader},
+      {"placement", ShmFault::kPlacement},
+      {"split", ShmFault::kSplit},
+      {"rounds", ShmFault::kRounds}};
+  for (const auto& [name, fault] : kKinds) {
+    if (name == kind) {
+      fault_for_test.store(static_cast<int>(fault), std::memory_order_relaxed);
+      return;
+    }
   }
-  return rank == (std::strcmp(kind, "header") == 0 ? 0 : 1);
+  throw std::invalid_argument("c10d_func: unknown shm fault '" + std::string(kind) + "'");
 }
 
 std::string bounded_text(const char* text, size_t capacity) {

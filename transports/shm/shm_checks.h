@@ -5,6 +5,7 @@
 // fail on every member with a message, never an access out of bounds. Pure functions of the
 // values read, so that every one can be checked (and fuzzed) without a segment. Each returns
 // what is wrong, or an empty string.
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -52,10 +53,17 @@ std::string check_count(int64_t value, uint64_t most);
 // A peer's failure text: at most `capacity` bytes, read up to its first NUL.
 std::string bounded_text(const char* text, size_t capacity);
 
-// Test-only fault injection (tests/python/test_shm.py): true when C10D_FUNC_TEST_SHM_CORRUPT
-// names `kind` ("header", "placement", "split", "rounds") and this member, of chunk rank `rank`,
-// is the one that writes the bad value ("header": rank 0, which writes the header; the others:
-// rank 1). Read at each use, so a test can set it for one call.
-bool corrupts_for_test(const char* kind, int64_t rank);
+// Test-only fault injection (tests/python/test_shm.py, through
+// c10d_func._C.set_shm_fault_for_test): the member that writes a bad value where its peers read it
+// ("header": rank 0, which writes the header; the others: rank 1). One relaxed load per use:
+// nothing on the collectives' path.
+enum class ShmFault : int { kNone, kHeader, kPlacement, kSplit, kRounds };
+// "", "header", "placement", "split" or "rounds"; throws std::invalid_argument otherwise.
+void set_fault_for_test(std::string_view kind);
+extern std::atomic<int> fault_for_test;
+inline bool corrupts_for_test(ShmFault fault, int64_t rank) {
+  return fault_for_test.load(std::memory_order_relaxed) == static_cast<int>(fault) &&
+         rank == (fault == ShmFault::kHeader ? 0 : 1);
+}
 
 }  // namespace c10d_func::shm

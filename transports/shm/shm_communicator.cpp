@@ -334,7 +334,7 @@ class ShmCommunicator final : public Communicator {
     // Members know only their own sends and receives: agree on the number of rounds.
     const int parity = sync_.parity();
     control(rank_).value[parity].store(
-        corrupts_for_test("rounds", rank_) ? INT64_MAX : static_cast<int64_t>(rounds),
+        corrupts_for_test(ShmFault::kRounds, rank_) ? INT64_MAX : static_cast<int64_t>(rounds),
         std::memory_order_relaxed);
     barrier("all_to_all");
     for (int64_t m = 0; m < size_; ++m) {

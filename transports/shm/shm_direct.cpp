@@ -111,7 +111,7 @@ bool DirectCollectives::agree(const char* op, OpCode code, uint64_t detail, Plac
   me.input_address.store(input.address, std::memory_order_relaxed);
   me.exposed_output.store(output.offset, std::memory_order_relaxed);
   me.output_address.store(output.address, std::memory_order_relaxed);
-  if (corrupts_for_test("placement", members_.rank())) {
+  if (corrupts_for_test(ShmFault::kPlacement, members_.rank())) {
     me.exposed_input.store(16, std::memory_order_relaxed);  // inside the segment's header
     me.exposed_output.store(16, std::memory_order_relaxed);
   }
@@ -305,7 +305,7 @@ bool DirectCollectives::all_to_all(const at::Tensor& output, const at::Tensor& i
     entry(rank, m)[2] = static_cast<int64_t>(receive[m]);
     at += static_cast<int64_t>(receive[m]);
   }
-  if (corrupts_for_test("split", rank)) {
+  if (corrupts_for_test(ShmFault::kSplit, rank)) {
     entry(rank, 0)[2] = -5;
   }
   if (!agree("all_to_all", OpCode::kAllToAll, 0, {}, output_at, nobody, everyone, 0, 0)) {

@@ -167,7 +167,7 @@ std::shared_ptr<Communicator> form(const Rendezvous& rendezvous) {
       auto* header = reinterpret_cast<Header*>(segment.base());
       header->members = static_cast<uint64_t>(n);
       header->chunk_bytes = chunk;
-      header->region_bytes = corrupts_for_test("header", 0) ? uint64_t{1} << 62 : region;
+      header->region_bytes = corrupts_for_test(ShmFault::kHeader, 0) ? uint64_t{1} << 62 : region;
       header->nonce = nonce;
       header->magic = kMagic;
       const std::string record = segment_record(name, nonce);
