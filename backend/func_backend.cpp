@@ -10,13 +10,13 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
-#include "backend/call_helpers.h"
+#include "backend/c10d_call_arguments.h"
 #include "backend/func_work.h"
 #include "backend/op_deadline.h"
 #include "backend/sparse_all_reduce.h"
-#include "ops/group_registry.h"
-#include "ops/group_spec.h"
-#include "ops/world.h"
+#include "runtime/group_registry.h"
+#include "runtime/group_spec.h"
+#include "runtime/world.h"
 #include "transports/reduce_op.h"
 #include "transports/solo/solo_communicator.h"
 

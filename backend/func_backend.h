@@ -13,8 +13,8 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include "ops/group_observer.h"
-#include "ops/point_to_point.h"
+#include "runtime/group_observer.h"
+#include "runtime/point_to_point.h"
 #include "transports/communicator.h"
 
 #include <atomic>

@@ -5,13 +5,13 @@
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
-#include "backend/call_helpers.h"
+#include "backend/c10d_call_arguments.h"
 #include "backend/func_work.h"
 #include "backend/monitored_barrier.h"
 #include "backend/op_deadline.h"
-#include "ops/group_registry.h"
-#include "ops/observed_communicator.h"
-#include "ops/world.h"
+#include "runtime/group_registry.h"
+#include "runtime/observed_communicator.h"
+#include "runtime/world.h"
 #include "transports/rank_format.h"
 #include "transports/solo/solo_communicator.h"
 

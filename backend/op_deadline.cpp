@@ -104,7 +104,7 @@ Completion bounded_by(const Completion& upstream, OpDeadline deadline) {
       const std::string reason =
           "c10d_func backend: " + shared->what + " did not complete within its timeout of " +
           std::to_string(shared->timeout.count()) + " ms (the call's Options.timeout); " +
-          describe(call_the_roll(shared->roll_call, shared->occasion, bound), bound, {});
+          findings_of(call_the_roll(shared->roll_call, shared->occasion, bound), bound, {});
       if (auto communicator = shared->communicator.lock()) {
         communicator->mark_failed(reason);
       }

@@ -8,10 +8,10 @@
 #include <ATen/ATen.h>
 #include "ops/op_signatures.h"
 
-#include "ops/collective_call.h"
-#include "ops/pending_work.h"
 #include "ops/shape_rules.h"
 #include "ops/tensor_checks.h"
+#include "runtime/collective_call.h"
+#include "runtime/pending_work.h"
 #include "transports/reduce_op.h"
 
 #include <string_view>

@@ -1,16 +1,16 @@
 // The point-to-point kernels (isend, irecv, batch_p2p_ops), for any device with a transport.
 // A message runs on the channel of its (sender, receiver, msg_tag) inside the caller's chunk
-// (ops/message_routes.h), never on the chunk's communicator: only the two members of a message
+// (runtime/message_routes.h), never on the chunk's communicator: only the two members of a message
 // take part. Sends read a private copy (the caller, or inductor reusing a buffer, may write the
 // tensor as soon as the op returns); a receive writes a fresh output. Both are pending until
 // wait_tensor, like collectives: isend's empty output once the message has left, irecv's once
 // it has arrived.
 #include <ATen/ATen.h>
 
-#include "ops/collective_call.h"
-#include "ops/message_routes.h"
 #include "ops/op_signatures.h"
 #include "ops/tensor_checks.h"
+#include "runtime/collective_call.h"
+#include "runtime/message_routes.h"
 
 #include <string_view>
 

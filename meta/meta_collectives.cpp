@@ -6,10 +6,10 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include "ops/group_spec.h"
 #include "ops/op_list.h"
 #include "ops/shape_rules.h"
 #include "ops/tensor_checks.h"
+#include "runtime/group_spec.h"
 #include "transports/reduce_op.h"
 
 #include <string_view>

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # README command (2): installs and builds (scripts/install.sh), then runs every test: the
-# formatting check, the GoogleTest suite through ctest (and once more built with ASan+UBSan), and
-# the pytest suite (real multi-process runs over shm and Gloo).
+# formatting check, the layout check (scripts/check_layout.sh), the GoogleTest suite through
+# ctest (and once more built with ASan+UBSan), and the pytest suite (real multi-process runs over
+# shm and Gloo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
@@ -10,6 +11,9 @@ source .venv/bin/activate
 
 echo "== formatting (clang-format)"
 bash scripts/format.sh --check
+
+echo "== layout (transports a strict tree, no library file over 500 lines)"
+bash scripts/check_layout.sh
 
 echo "== GoogleTest (ctest)"
 ctest --test-dir build/editable --output-on-failure --timeout 120

@@ -8,6 +8,8 @@
 #include <ATen/core/ivalue.h>
 #include <ATen/ops/empty.h>
 
+#include "transports/call_scope.h"
+#include "transports/completion.h"
 #include "transports/reduce_op.h"
 
 #include <atomic>
@@ -22,97 +24,8 @@
 
 namespace c10d_func {
 
-using Completion = c10::intrusive_ptr<c10::ivalue::Future>;
-
-// A Completion that is already done; used when there is nothing to send.
-Completion completed();
-
-// A Completion that finishes with `upstream` but holds no value: a backend's future carries the
-// output tensors as its value, and whatever keeps such a future keeps the outputs alive.
-Completion detached(const Completion& upstream);
-
-// Runs `finish` once `upstream` succeeds and completes the result after it; an upstream error
-// passes through untouched and `finish` is skipped. `written` is the tensor `finish` writes: on a
-// device Future, the result's completion event is recorded for its storage (after `finish`'s
-// work on the callback's stream), so waiting on the result orders the waiter after it.
-Completion then_run(const Completion& upstream, const at::Tensor& written,
-                    std::function<void()> finish);
-
-// A Completion that only a waiter can finish. A ProcessGroup written in Python may hand back a
-// Work with no future, whose collective is done only once its wait() is called; torch calls that
-// wait from wait_tensor, once, and drops the Work right after, so programs that count a Work's
-// waits (or its deletion) see it then. `wait` runs at most once, in the first thread that waits
-// this Completion or one chained after it (then_run, detached, chain_deferred_wait); it
-// completes the Completion, or fails it with what it threw.
-Completion completed_when_waited(std::function<void()> wait);
-
-// Makes the first thread that waits `completion` (or one chained after it) run `help` before it
-// blocks. Unlike completed_when_waited, `help` need not complete it: a transport whose progress
-// thread would run the collective may let the waiter run it instead, when nothing is ahead of it
-// (the waiter would block anyway; the two hand-offs between threads cost a small collective more
-// than its bytes). `help` must not throw; its outcome is told through `completion`.
-void help_when_waited(const Completion& completion, std::function<void()> help);
-
-// Makes waiting `downstream` run the deferred wait behind `upstream`, if there is one: for a
-// Completion derived from another outside then_run/detached.
-void chain_deferred_wait(const Completion& upstream, const Completion& downstream);
-
-// Runs the deferred wait behind `completion`, if there is one and it has not run: what a wait
-// does before blocking, for callers that poll instead.
-void run_deferred_wait(const Completion& completion);
-
-// Waits `completion`: runs the deferred wait behind it, if any, then blocks (CPU) or makes the
-// current stream wait (CUDA). Every wait of a Completion goes through here.
-void wait_completion(const Completion& completion);
-
-// For transports with a progress thread: runs `work`, drops it (and the tensors it holds), then
-// completes `done` with its outcome (a c10::Error becomes a plain error without its backtrace).
-// Dropping first matters: releasing a tensor that Python still references takes the GIL, which
-// a thread must not try to take once the interpreter, told the work is done, may be exiting.
-void run_then_complete(std::function<void()>& work, const Completion& done);
-
-// torch.profiler sees a collective where it runs. While a profiler records, the layer that
-// observes collectives (ops/group_observer.h) names the one being issued on this thread
-// ("shm:all_reduce") for as long as its issue lasts; a transport wraps the work it runs, in the
-// call or on a thread of its own, with profiled(), which records it under that name there. With
-// no name (no profiler, or a part of a composite transport) the work is returned as it is.
-class ProfiledName {
- public:
-  explicit ProfiledName(const std::string* name);
-  ~ProfiledName();
-  ProfiledName(const ProfiledName&) = delete;
-  ProfiledName& operator=(const ProfiledName&) = delete;
-
- private:
-  const std::string* previous_;
-};
-std::function<void()> profiled(std::function<void()> work);
-
-// Whether the caller of the collectives issued in this scope may write their input tensors as
-// soon as each call returns: set by the functional ops' kernels (ops/collective_call.h), whose
-// callers own their inputs again at once (inductor reuses a buffer as soon as an op returns).
-// Classic torch.distributed calls leave it unset: their inputs stay untouched until the wait.
-// A transport that reads an input after returning protects it only when this is set, and only
-// when it did not run the collective inside the call (Communicator::reads_inputs_after_return
-// false: the transport decides per call).
-class InputsReusedOnReturn {
- public:
-  InputsReusedOnReturn();
-  ~InputsReusedOnReturn();
-  InputsReusedOnReturn(const InputsReusedOnReturn&) = delete;
-  InputsReusedOnReturn& operator=(const InputsReusedOnReturn&) = delete;
-  static bool active();
-
- private:
-  bool previous_;
-};
-
-// Ends a progress thread that was told to stop: joins it, or detaches it when the owner is being
-// destroyed on that very thread (its last task released the last reference).
-void end_progress_thread(std::thread& worker);
-
 // What a communicator has done, for c10d_func.groups(): kept by the layer that observes every
-// collective (ops/observed_communicator.h), cheap enough to stay on.
+// collective (runtime/observed_communicator.h), cheap enough to stay on.
 struct Activity {
   int64_t collectives = 0;  // issued, messages included
   int64_t bytes = 0;        // per collective, the larger of its input and its output

@@ -1,8 +1,8 @@
 #pragma once
 // ForwardingCommunicator: a communicator that passes every call to another one and sees each
 // collective go by (around()). The layers that add to any transport without knowing it derive
-// from it: naming the missing members in a failure (naming_the_missing.h), and showing every
-// collective to torch's tools (ops/observed_communicator.h).
+// from it: naming the missing members in a failure (missing_member_reports.h), and showing every
+// collective to torch's tools (runtime/observed_communicator.h).
 #include <c10/util/FunctionRef.h>
 
 #include "transports/communicator.h"

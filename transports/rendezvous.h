@@ -1,13 +1,15 @@
 #pragma once
 // What a transport is given to form a communicator, and how the registry names a transport: the
 // rendezvous (a store prefixed for one group, the caller's place in it, the device) and the
-// factory that turns one into a Communicator. The registry (ops/group_registry.h) owns the
-// transports; a transport needs only these types from it.
+// factory that turns one into a Communicator, and the all-gather through the store that forming
+// takes. The registry (runtime/group_registry.h) owns the transports; a transport needs only these
+// from it.
 #include <c10/core/Device.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -45,7 +47,34 @@ struct Rendezvous {
         deadline - std::chrono::steady_clock::now());
     return std::max(left, std::chrono::milliseconds(1));
   }
+
+  // The same rendezvous on the keys under `prefix` (a part of a formation, a sub-transport).
+  Rendezvous under(const std::string& prefix) const;
 };
+
+// The longest value store_all_gather takes from a peer: more is cut (a record of this library is
+// far shorter; whatever wrote more is not a member, and the caller's check refuses it).
+constexpr size_t kMaxGatheredBytes = 1 << 16;
+
+// Every member's `mine`, in member order (the caller's own included): each member sets
+// "<key>/<rank>" and waits for the others' keys until `timeout`. A peer's value is cut at
+// `max_bytes`; callers check what they read before use. The one all-gather through the store of
+// every formation (host identities, shm's agreements, rail addresses, NCCL's device check, the
+// debug fingerprints).
+std::vector<std::vector<uint8_t>> store_all_gather(c10d::Store& store, const std::string& key,
+                                                   int64_t rank, int64_t size,
+                                                   const std::vector<uint8_t>& mine,
+                                                   std::chrono::milliseconds timeout,
+                                                   size_t max_bytes = kMaxGatheredBytes);
+// The same among a rendezvous' members, within its remaining time.
+std::vector<std::vector<uint8_t>> store_all_gather(const Rendezvous& rendezvous,
+                                                   const std::string& key,
+                                                   const std::vector<uint8_t>& mine,
+                                                   size_t max_bytes = kMaxGatheredBytes);
+// Text values: each member's `mine` as bytes, and back.
+std::vector<std::string> store_all_gather_text(const Rendezvous& rendezvous, const std::string& key,
+                                               const std::string& mine,
+                                               size_t max_bytes = kMaxGatheredBytes);
 
 // A transport of one device type, by name ("gloo", "nccl").
 struct Transport {
@@ -58,7 +87,7 @@ struct Transport {
   // member runs on it instead of the local shortcut, e.g. to exercise NCCL on a single GPU.
   bool forced = false;
   // Its own errors name no rank (Gloo's): a chunk's communicator on it is wrapped so that a
-  // failed collective names the members that are gone (naming_the_missing.h). CPU only.
+  // failed collective names the members that are gone (missing_member_reports.h). CPU only.
   bool needs_roll_call = false;
 };
 

@@ -97,8 +97,8 @@ std::chrono::milliseconds roll_call_bound(std::chrono::milliseconds timeout) {
   return std::clamp(timeout / 8, std::chrono::milliseconds(250), std::chrono::milliseconds(1000));
 }
 
-std::string describe(const RollCall& roll_call, std::chrono::milliseconds bound,
-                     const std::vector<int64_t>& elsewhere) {
+std::string findings_of(const RollCall& roll_call, std::chrono::milliseconds bound,
+                        const std::vector<int64_t>& elsewhere) {
   std::ostringstream text;
   const double seconds = static_cast<double>(bound.count()) / 1000.0;
   if (!roll_call.store_answered) {
@@ -126,7 +126,7 @@ std::string FailureRollCall::explain(const std::string& why) {
     return why;
   }
   const auto bound = roll_call_bound(rendezvous_.timeout);
-  return why + "; " + describe(call_the_roll(rendezvous_, "failure", bound), bound, elsewhere_);
+  return why + "; " + findings_of(call_the_roll(rendezvous_, "failure", bound), bound, elsewhere_);
 }
 
 }  // namespace c10d_func

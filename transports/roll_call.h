@@ -38,8 +38,8 @@ std::chrono::milliseconds roll_call_bound(std::chrono::milliseconds timeout);
 // "ranks [2, 3] did not answer a roll call within 2 s (exited, hung, or unreachable)", or what
 // the roll call found otherwise; `elsewhere` (the members on other hosts) are named when the
 // store could not be reached.
-std::string describe(const RollCall& roll_call, std::chrono::milliseconds bound,
-                     const std::vector<int64_t>& elsewhere);
+std::string findings_of(const RollCall& roll_call, std::chrono::milliseconds bound,
+                        const std::vector<int64_t>& elsewhere);
 
 // A communicator's roll call at its first failure: explain() appends who is missing to the
 // first failure's reason and returns later reasons unchanged (the members are out of step by

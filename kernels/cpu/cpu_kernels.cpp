@@ -1,7 +1,7 @@
 // CPU kernels: the device-generic kernels (kernels/collective_kernels) registered for the CPU key.
 // CPU tensors travel over shared memory between the processes of one host (transports/shm), over
 // Gloo (transports/gloo) across hosts, or over any group bound with register_group; see
-// ops/builtin_transports.cpp.
+// runtime/builtin_transports.cpp.
 #include "ops/op_list.h"
 #include "ops/op_signatures.h"
 

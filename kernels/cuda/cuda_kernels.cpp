@@ -1,5 +1,5 @@
 // CUDA kernels: the device-generic kernels (kernels/collective_kernels) registered for the CUDA
-// key. CUDA tensors travel over NCCL (the default) or Gloo; see ops/builtin_transports.cpp.
+// key. CUDA tensors travel over NCCL (the default) or Gloo; see runtime/builtin_transports.cpp.
 #include "ops/op_list.h"
 #include "ops/op_signatures.h"
 

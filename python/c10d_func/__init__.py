@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch  # noqa: F401  (loads libtorch before the native library that links it)
 
-from . import _C, _backend, _compile, _registry, functional, messages  # noqa: F401  (loading _C registers torch.ops.c10d_func)
+from . import _C, _backend, _compile, _registry, _torch_patches, functional, messages  # noqa: F401  (loading _C registers torch.ops.c10d_func)
 from ._backend import split_group
 from ._registry import groups, init, register_group, set_transport, shutdown, world
 from .functional import *
@@ -28,6 +28,7 @@ from .symmetric import empty
 _registry.install()
 _backend.install()
 _compile.install()
+_torch_patches.install(on_default_group_change=_registry.default_group_changed)
 
 __all__ = [
     *functional.__all__,

@@ -44,7 +44,7 @@ def wait_tensors(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
 # unwraps it on graph inputs and tangents, Dynamo's guards unwrap it, DTensor and LocalTensorMode
 # wait it), so every such place applies to c10d_func's outputs too. Its wait is torch's
 # `_c10d_functional.wait_tensor`, which waits c10d_func's collectives as well: they are in
-# torch's work registry (ops/pending_work.h).
+# torch's work registry (runtime/pending_work.h).
 AsyncCollectiveTensor = _torch_funcol.AsyncCollectiveTensor
 
 

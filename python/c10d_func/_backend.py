@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from . import _C
+from . import _C, _torch_patches
 
 __all__ = ["BACKEND_NAME", "split_group"]
 
@@ -78,36 +78,6 @@ def _check_split(split_ranks: Any, parent_size: int) -> list[list[int]]:
     return checked
 
 
-def _register_in_world(
-    pg: dist.ProcessGroup, name: str, store: Any, global_ranks: list[int]
-) -> None:
-    """Makes `pg` a group torch.distributed knows, as new_group would: ranks, name and tag."""
-    from torch.distributed import distributed_c10d as c10d
-
-    config = "cpu:c10d_func,cuda:c10d_func"
-    mapping = {g: i for i, g in enumerate(global_ranks)}
-    register = getattr(c10d, "_register_pg_in_world", None)
-    if register is not None:
-        register(
-            pg,
-            backend_name=BACKEND_NAME,
-            store=store,
-            group_name=name,
-            backend_config=config,
-            rank_mapping=mapping,
-        )
-        return
-    world = c10d._world
-    world.pg_map[pg] = (BACKEND_NAME, store)
-    world.pg_names[pg] = name
-    world.pg_backend_config[pg] = config
-    c10d._register_process_group(name, pg)
-    world.pg_group_ranks[pg] = mapping
-    tag = f"ptd:{name}"
-    world.tags_to_pg.setdefault(tag, []).append(pg)
-    world.pg_to_tag[pg] = tag
-
-
 def split_group(
     parent: dist.ProcessGroup | None = None,
     split_ranks: list[list[int]] | None = None,
@@ -128,7 +98,9 @@ def split_group(
 
     if parent is None:
         parent = c10d._get_default_group()
-    if parent == dist.GroupMember.NON_GROUP_MEMBER or parent not in c10d._world.pg_group_ranks:
+    if parent == dist.GroupMember.NON_GROUP_MEMBER or not _torch_patches.is_group_of_this_process(
+        parent
+    ):
         raise ValueError(
             f"c10d_func.split_group: argument 'parent' is not a group of this process ({parent!r})"
         )
@@ -153,7 +125,7 @@ def split_group(
         f"{parent.group_name}/{count}/{mine}".encode(), usedforsecurity=False
     ).hexdigest()[:16]
     name = f"c10d_func_split_{digest}"
-    parent_store = c10d._world.pg_map[parent][1]
+    parent_store = _torch_patches.store_of(parent)
     store = dist.PrefixStore(f"{name}/", parent_store)
     rank, size = mine.index(my_parent_rank), len(mine)
 
@@ -170,7 +142,9 @@ def split_group(
         pg._register_backend(torch.device(device), custom, backend)
     pg._set_group_name(name)
     pg._set_group_desc(group_desc or f"split of {parent.group_desc}")
-    _register_in_world(pg, name, store, global_ranks)
+    _torch_patches.register_group_in_world(
+        pg, BACKEND_NAME, name, store, global_ranks, "cpu:c10d_func,cuda:c10d_func"
+    )
     return pg
 
 

@@ -17,16 +17,11 @@ import torch
 import torch.distributed as dist
 
 from . import _C, _python_groups
+from ._torch_patches import world_is_per_thread
 
 # Default groups whose world c10d_func must not rendezvous in: its ranks are threads of one
 # process, or it is fake (no peers exist).
 _DELEGATING_BACKENDS = frozenset({"threaded", "fake"})
-
-
-def world_is_per_thread() -> bool:
-    """True under torch's threaded test harness, where each thread is a rank with its own world
-    (torch swaps its world record for a thread-local one)."""
-    return type(dist.distributed_c10d._world).__name__ == "ThreadLocalWorld"
 
 
 def _delegates(pg: dist.ProcessGroup) -> bool:
@@ -136,23 +131,13 @@ def bind(pg: dist.ProcessGroup, tag: str, ranks: list[int]) -> None:
     bound[key] = pg
 
 
-def _follow_default_group() -> None:
-    """Makes the registry follow torch.distributed's default group: init_process_group and
-    destroy_process_group both end in `_update_default_pg`, which runs in the thread whose world
-    changes (every thread, under the threaded harness)."""
-    c10d = dist.distributed_c10d
-    update = c10d._update_default_pg
-    if getattr(update, "_c10d_func_follows", False):
-        return
-
-    def _update_default_pg(pg: dist.ProcessGroup | None) -> None:
-        update(pg)
-        per_thread = world_is_per_thread()
-        forget_bound(per_thread)
-        _C.world_changed(per_thread, pg is not None)
-
-    _update_default_pg._c10d_func_follows = True  # type: ignore[attr-defined]
-    c10d._update_default_pg = _update_default_pg
+def default_group_changed(pg: dist.ProcessGroup | None) -> None:
+    """Keeps the registry following torch.distributed's default group; runs after torch's own
+    `_update_default_pg` (init_process_group, destroy_process_group; _torch_patches.py), in the
+    thread whose world changed (every thread, under the threaded harness)."""
+    per_thread = world_is_per_thread()
+    forget_bound(per_thread)
+    _C.world_changed(per_thread, pg is not None)
 
 
 def _make_gloo(store: Any, rank: int, size: int, timeout_seconds: float) -> Any:
@@ -182,8 +167,6 @@ def install() -> None:
     atexit.register(_settle_at_exit)
     _C.set_world_provider(_default_group_world)
     _C.set_group_binder(_bind_on_first_use)
-    if dist.is_available():
-        _follow_default_group()
     # torch's ProcessGroupGloo moves CPU tensors, and CUDA tensors through host memory: it is
     # the CPU transport across hosts and the alternative CUDA transport (NCCL is the CUDA
     # default). The library makes it in C++ when built with Gloo's headers; otherwise torch's

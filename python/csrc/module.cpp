@@ -8,10 +8,10 @@
 
 #include "backend/func_backend.h"
 #include "kernels/c_shims.h"
-#include "ops/group_registry.h"
 #include "ops/op_list.h"
-#include "ops/pending_work.h"
 #include "python/csrc/python_group.h"
+#include "runtime/group_registry.h"
+#include "runtime/pending_work.h"
 #include "transports/c10d/group_communicator.h"
 #include "transports/gloo/gloo_transport.h"
 #include "transports/shm/shm_checks.h"

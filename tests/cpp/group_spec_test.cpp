@@ -1,5 +1,5 @@
 // Chunking and validation of (tag, ranks, group_size) without any process or world.
-#include "ops/group_spec.h"
+#include "runtime/group_spec.h"
 #include "tests/cpp/test_support.h"
 
 namespace c10d_func {

@@ -183,7 +183,7 @@ def test_a_link_down_mid_job_fails_every_rank_within_the_timeout():
 @pytest.mark.parametrize(
     "numel", [1 << 24, 8], ids=["64MiB_in_flight", "small_through_the_first_ranks"]
 )
-def test_a_host_killed_fails_the_survivors_at_once_naming_the_missing(numel):
+def test_a_host_killed_fails_the_survivors_at_once_reporting_missing_members(numel):
     # Host 1's ranks die together (SIGKILL): with a 64 MiB all_reduce in flight, or before a
     # small one that host 0's first rank takes between hosts while its second waits in shared
     # memory. Host 0's ranks raise, naming ranks 2 and 3, well before the timeout: a dead peer

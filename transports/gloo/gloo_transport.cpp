@@ -2,7 +2,7 @@
 #include "transports/gloo/gloo_transport.h"
 
 #include "transports/c10d/group_communicator.h"
-#include "transports/net/host_address.h"
+#include "transports/host_address.h"
 
 #ifdef C10D_FUNC_WITH_GLOO_HEADERS
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>

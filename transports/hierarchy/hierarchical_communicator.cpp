@@ -6,7 +6,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "transports/hierarchy/rail_link.h"
-#include "transports/naming_the_missing.h"
+#include "transports/missing_member_reports.h"
 #include "transports/reduction_staging.h"
 #include "transports/roll_call.h"
 #include "transports/task_queue.h"
@@ -104,7 +104,7 @@ class HierarchicalCommunicator final : public Communicator {
         placement_(std::move(placement)),
         local_(std::move(local)),
         rail_(std::move(rail)),
-        flat_(naming_the_missing(std::move(flat), roll_call)),
+        flat_(reporting_missing_members(std::move(flat), roll_call)),
         rail_link_(std::move(rail_link)),
         even_(placement_.even()),
         roll_call_(std::move(roll_call)) {}
@@ -353,7 +353,7 @@ std::shared_ptr<Communicator> make_hierarchical(const Rendezvous& rendezvous,
   auto roll_call =
       std::make_shared<FailureRollCall>(rendezvous, members_elsewhere(placement, rendezvous));
   if (!shares_a_host) {  // Gloo alone, naming the members that are gone when it fails
-    return naming_the_missing(std::move(flat), std::move(roll_call));
+    return reporting_missing_members(std::move(flat), std::move(roll_call));
   }
   return std::make_shared<HierarchicalCommunicator>(me, std::move(placement), std::move(host),
                                                     std::move(rail), std::move(flat),

@@ -4,9 +4,10 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include "transports/byte_reduce.h"
 #include "transports/hierarchy/rail_handshake.h"
-#include "transports/net/host_address.h"
-#include "transports/shm/shm_reduce.h"
+#include "transports/hierarchy/rail_sockets.h"
+#include "transports/host_address.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -31,19 +32,15 @@ namespace c10d_func {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using namespace rail;  // the sockets (rail_sockets.h) and the handshake (rail_handshake.h)
 
 struct Header {
   uint64_t collective;
   uint64_t bytes;
 };
 
-std::string error_text(int error) {
-  return std::string(std::strerror(error));
-}
-
-std::string address_key(int64_t position) {
-  return "rail_link/" + std::to_string(position);
-}
+// Each member's address record, through the store (store_all_gather: "rail_link/<position>").
+constexpr const char* kAddressKey = "rail_link";
 
 // In place, reductions between two hosts are folded as the bytes arrive, in steps of this many
 // bytes: large enough that a step's kernel call costs nothing beside it, small enough that the
@@ -53,91 +50,6 @@ constexpr size_t kReduceStep = size_t{256} << 10;
 // size, so the inbox kept across collectives stays this small whatever the message.
 constexpr size_t kWindowBytes = size_t{8} << 20;
 
-void set_nodelay(int fd) {
-  const int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
-int milliseconds_until(Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  return static_cast<int>(std::max<int64_t>(left.count(), 0));
-}
-
-// Listens on `address` (any port); returns the socket and its port, or -1.
-std::pair<int, int> listen_on(const std::string& address) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICHOST | AI_PASSIVE;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(address.c_str(), "0", &hints, &found) != 0) {
-    return {-1, 0};
-  }
-  int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0 && (::bind(fd, found->ai_addr, found->ai_addrlen) != 0 || ::listen(fd, 64) != 0)) {
-    ::close(fd);
-    fd = -1;
-  }
-  ::freeaddrinfo(found);
-  if (fd < 0) {
-    return {-1, 0};
-  }
-  sockaddr_storage bound{};
-  socklen_t length = sizeof(bound);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length);
-  const int port = bound.ss_family == AF_INET
-                       ? ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port)
-                       : ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
-  return {fd, port};
-}
-
-// Sends or receives all of `bytes` on a blocking socket before `deadline`.
-void transfer_all(int fd, void* bytes, size_t length, bool send, Clock::time_point deadline,
-                  const std::string& peer) {
-  char* at = static_cast<char*>(bytes);
-  while (length > 0) {
-    pollfd ready{fd, static_cast<short>(send ? POLLOUT : POLLIN), 0};
-    const int polled = ::poll(&ready, 1, milliseconds_until(deadline));
-    TORCH_CHECK(polled > 0, "c10d_func: connecting the hosts across a rail: ", peer,
-                " did not answer within C10D_FUNC_TIMEOUT");
-    const ssize_t moved = send ? ::send(fd, at, length, MSG_NOSIGNAL) : ::recv(fd, at, length, 0);
-    TORCH_CHECK(moved > 0 || (moved < 0 && errno == EINTR),
-                "c10d_func: connecting the hosts across a rail: ", peer,
-                moved == 0 ? " closed the connection" : ": " + error_text(errno));
-    if (moved > 0) {
-      at += moved;
-      length -= static_cast<size_t>(moved);
-    }
-  }
-}
-
-int connect_to(const std::string& address, int port, Clock::time_point deadline,
-               const std::string& peer) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  TORCH_CHECK(::getaddrinfo(address.c_str(), std::to_string(port).c_str(), &hints, &found) == 0,
-              "c10d_func: connecting the hosts across a rail: bad address ", address, " of ", peer);
-  std::string why;
-  while (true) {
-    const int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
-      ::freeaddrinfo(found);
-      return fd;
-    }
-    why = error_text(errno);
-    if (fd >= 0) {
-      ::close(fd);
-    }
-    if (Clock::now() >= deadline) {
-      ::freeaddrinfo(found);
-      TORCH_CHECK(false, "c10d_func: connecting the hosts across a rail: cannot reach ", peer,
-                  " at ", address, ":", port, " within C10D_FUNC_TIMEOUT: ", why);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
-
 // A connection that has not yet proven it belongs to the job: its hello so far.
 struct Candidate {
   int fd = -1;
@@ -145,21 +57,6 @@ struct Candidate {
   rail::Hello hello{};
   size_t got = 0;
 };
-
-std::string remote_of(const sockaddr_storage& address) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  int port = 0;
-  if (address.ss_family == AF_INET) {
-    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&address);
-    ::inet_ntop(AF_INET, &v4->sin_addr, host, sizeof(host));
-    port = ntohs(v4->sin_port);
-  } else if (address.ss_family == AF_INET6) {
-    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&address);
-    ::inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof(host));
-    port = ntohs(v6->sin6_port);
-  }
-  return std::string(host) + ":" + std::to_string(port);
-}
 
 // Accepts until every higher position has a proven connection in `sockets`: each connection's
 // hello is read as its bytes come (one that sends nothing holds no one up), and a connection
@@ -267,14 +164,13 @@ std::unique_ptr<RailLink> RailLink::connect(const Rendezvous& rendezvous, const 
   const uint64_t identity = rail::job_identity(rendezvous.group);
   const std::string mine =
       listener < 0 ? std::string(rail::kNoAddress) : rail::address_record(*address, port, secret);
-  rendezvous.store->set(address_key(me), std::vector<uint8_t>(mine.begin(), mine.end()));
+  const auto records = store_all_gather(rendezvous, kAddressKey, {mine.begin(), mine.end()},
+                                        /*max_bytes=*/4096);
   std::vector<rail::AddressRecord> where(rendezvous.size);
   bool everyone_listens = true;
   for (int64_t p = 0; p < rendezvous.size; ++p) {
-    rendezvous.store->wait({address_key(p)}, rendezvous.remaining());
-    const auto value = rendezvous.store->get(address_key(p));
-    where[p] = rail::parse_address_record(std::string_view(
-        reinterpret_cast<const char*>(value.data()), std::min<size_t>(value.size(), 4096)));
+    where[p] = rail::parse_address_record(
+        std::string_view(reinterpret_cast<const char*>(records[p].data()), records[p].size()));
     if (!where[p].error.empty()) {
       if (listener >= 0) {
         ::close(listener);
@@ -340,8 +236,8 @@ void RailLink::fold_from_peer(const at::Tensor& window, ReduceOp op) {
     ready -= ready % element;
     if (ready > folded && (ready - folded >= kReduceStep || ready == bytes)) {
       const char* theirs = inbox_[peer].data() + folded;
-      shm::reduce_into(mine + folded, {mine + folded, theirs},
-                       static_cast<int64_t>((ready - folded) / element), window.scalar_type(), op);
+      reduce_into(mine + folded, {mine + folded, theirs},
+                  static_cast<int64_t>((ready - folded) / element), window.scalar_type(), op);
       folded = ready;
     }
   });
@@ -386,7 +282,7 @@ void RailLink::all_reduce(const at::Tensor& buffer, ReduceOp op) {
     sources[p] = static_cast<int64_t>(p) == position_ ? mine : inbox_[p].data();
   }
   at::Tensor result = at::empty_like(buffer);
-  shm::reduce_into(result.data_ptr(), std::move(sources), buffer.numel(), buffer.scalar_type(), op);
+  reduce_into(result.data_ptr(), std::move(sources), buffer.numel(), buffer.scalar_type(), op);
   buffer.copy_(result);
 }
 

@@ -30,7 +30,9 @@
 #include <nccl.h>
 
 #include "transports/local_reduce.h"
-#include "transports/nccl/device_sharing.h"
+#include "transports/nccl/nccl_calls.h"
+#include "transports/nccl/nccl_device_check.h"
+#include "transports/nccl/nccl_watchdog.h"
 #include "transports/reduction_staging.h"
 #include "transports/shared_timeout.h"
 
@@ -46,139 +48,21 @@
 namespace c10d_func {
 namespace {
 
+using nccl::check;
+using nccl::check_one_rank_per_device;
+using nccl::nccl_dtype;
+using nccl::nccl_failed;
+using nccl::nccl_op;
+using nccl::wait_until_ready;
+
 using Clock = std::chrono::steady_clock;
-
-[[noreturn]] void nccl_failed(const std::string& what, ncclResult_t result, ncclComm_t comm) {
-  const char* detail = ncclGetLastError(comm);
-  TORCH_CHECK(false, "c10d_func: ", what, " failed: ", ncclGetErrorString(result),
-              detail && *detail ? std::string(" (") + detail + ")" : std::string());
-}
-
-// A non-blocking communicator's last call finishes in the background: poll it, aborting the
-// communicator once `deadline` passes.
-void wait_until_ready(ncclComm_t comm, Clock::time_point deadline, const std::string& what) {
-  // Enqueuing a collective finishes within microseconds: yield rather than sleep at first, so a
-  // grouped call (send/recv, all_to_all) does not pay a scheduler tick; creation takes longer.
-  const auto spin_until = Clock::now() + std::chrono::milliseconds(2);
-  for (;;) {
-    ncclResult_t state = ncclSuccess;
-    const ncclResult_t queried = ncclCommGetAsyncError(comm, &state);
-    if (queried != ncclSuccess) {
-      nccl_failed(what, queried, comm);
-    }
-    if (state == ncclSuccess) {
-      return;
-    }
-    if (state != ncclInProgress) {
-      ncclCommAbort(comm);
-      nccl_failed(what, state, nullptr);
-    }
-    if (Clock::now() > deadline) {
-      ncclCommAbort(comm);
-      TORCH_CHECK(false, "c10d_func: ", what, " did not complete within C10D_FUNC_TIMEOUT; the ",
-                  "NCCL communicator was aborted (a member may be missing)");
-    }
-    if (Clock::now() < spin_until) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
-}
-
-void check(ncclResult_t result, ncclComm_t comm, Clock::time_point deadline,
-           const std::string& what) {
-  if (result == ncclSuccess) {
-    return;
-  }
-  if (result == ncclInProgress) {
-    wait_until_ready(comm, deadline, what);
-    return;
-  }
-  nccl_failed(what, result, comm);
-}
-
-// The NCCL type of a staged wire tensor (staging has already widened what NCCL lacks).
-ncclDataType_t nccl_dtype(c10::ScalarType dtype) {
-  switch (dtype) {
-    case c10::kFloat:
-      return ncclFloat32;
-    case c10::kDouble:
-      return ncclFloat64;
-    case c10::kHalf:
-      return ncclFloat16;
-    case c10::kBFloat16:
-      return ncclBfloat16;
-    case c10::kChar:
-      return ncclInt8;
-    case c10::kByte:
-      return ncclUint8;
-    case c10::kInt:
-      return ncclInt32;
-    case c10::kLong:
-      return ncclInt64;
-    default:
-      TORCH_INTERNAL_ASSERT(false, "no NCCL reduction dtype for ", dtype, " after staging");
-  }
-}
-
-ncclRedOp_t nccl_op(ReduceOp reduce_op) {
-  switch (reduce_op) {
-    case ReduceOp::kSum:
-      return ncclSum;
-    case ReduceOp::kAvg:
-      return ncclAvg;
-    case ReduceOp::kProduct:
-      return ncclProd;
-    case ReduceOp::kMin:
-      return ncclMin;
-    case ReduceOp::kMax:
-      return ncclMax;
-    default:
-      TORCH_INTERNAL_ASSERT(false, "bitwise reductions are composed, not sent to NCCL");
-  }
-}
 
 size_t byte_count(const at::Tensor& tensor) {
   return static_cast<size_t>(tensor.numel()) * tensor.element_size();
 }
 
-class NcclCommunicator;
-
-// One thread watching every NCCL communicator's outstanding collectives.
-class Watchdog {
- public:
-  static Watchdog& instance() {
-    static auto* watchdog = new Watchdog();  // never destroyed: its thread runs until exit
-    return *watchdog;
-  }
-
-  void track(std::weak_ptr<NcclCommunicator> communicator, std::shared_ptr<c10::Event> done,
-             Clock::time_point deadline, std::string op) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    entries_.push_back(Entry{std::move(communicator), std::move(done), deadline, std::move(op)});
-    if (!started_) {
-      started_ = true;
-      std::thread([this] { loop(); }).detach();
-    }
-  }
-
- private:
-  struct Entry {
-    std::weak_ptr<NcclCommunicator> communicator;
-    std::shared_ptr<c10::Event> done;
-    Clock::time_point deadline;
-    std::string op;
-  };
-
-  void loop();
-
-  std::mutex mutex_;
-  std::deque<Entry> entries_;
-  bool started_ = false;
-};
-
 class NcclCommunicator final : public Communicator,
+                               public nccl::Watched,
                                public std::enable_shared_from_this<NcclCommunicator> {
  public:
   NcclCommunicator(ncclComm_t comm, c10::Device device, std::chrono::milliseconds timeout)
@@ -383,7 +267,7 @@ class NcclCommunicator final : public Communicator,
   }
 
   // The watchdog's verdict: a collective is stuck or NCCL reported an error.
-  void abort(const std::string& reason) {
+  void abort(const std::string& reason) override {
     mark_failed(reason);
     bool expected = false;
     if (aborted_.compare_exchange_strong(expected, true)) {
@@ -392,7 +276,7 @@ class NcclCommunicator final : public Communicator,
   }
 
   // NCCL's asynchronous error on this communicator, if any.
-  std::optional<std::string> async_error() const {
+  std::optional<std::string> async_error() const override {
     if (aborted_) {
       return std::nullopt;
     }
@@ -443,7 +327,8 @@ class NcclCommunicator final : public Communicator,
     if (c10::cuda::currentStreamCaptureStatusMayInitCtx() == c10::cuda::CaptureStatus::None) {
       auto finished = std::make_shared<c10::Event>(c10::DeviceType::CUDA);
       finished->record(stream_);
-      Watchdog::instance().track(weak_from_this(), finished, Clock::now() + timeout_.get(), op);
+      nccl::Watchdog::instance().track(weak_from_this(), finished, Clock::now() + timeout_.get(),
+                                       op);
     }
     return done;
   }
@@ -509,92 +394,6 @@ class NcclCommunicator final : public Communicator,
   int64_t size_ = 0;
   std::atomic<bool> aborted_{false};
 };
-
-void Watchdog::loop() {
-  // While another thread captures a CUDA graph in the global mode (torch's default), querying an
-  // event from this thread would be refused and would invalidate that capture; in the relaxed
-  // mode this thread may query events recorded outside the capture.
-  c10::cuda::CUDAStreamCaptureModeGuard relaxed(cudaStreamCaptureModeRelaxed);
-  while (true) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    std::deque<Entry> pending;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      pending.swap(entries_);
-    }
-    std::deque<Entry> unfinished;
-    for (auto& entry : pending) {
-      auto communicator = entry.communicator.lock();
-      if (!communicator) {
-        continue;
-      }
-      // An exception escaping this thread would terminate the process: every failure here is a
-      // verdict on the communicator instead.
-      try {
-        if (auto error = communicator->async_error()) {
-          communicator->abort("NCCL reported an error during " + entry.op + ": " + *error);
-          continue;
-        }
-        if (entry.done->query()) {
-          continue;
-        }
-      } catch (const std::exception& error) {
-        communicator->abort("c10d_func." + entry.op + ": the watchdog could not query the " +
-                            "collective's progress: " + error.what());
-        continue;
-      }
-      if (Clock::now() > entry.deadline) {
-        communicator->abort("c10d_func." + entry.op +
-                            " did not complete within C10D_FUNC_TIMEOUT; the NCCL communicator " +
-                            "was aborted (ncclCommAbort)");
-        continue;
-      }
-      unfinished.push_back(std::move(entry));
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& entry : unfinished) {
-      entries_.push_front(std::move(entry));
-    }
-  }
-}
-
-// "GPU-<uuid in hex>": the device's identity across processes, whatever CUDA_VISIBLE_DEVICES
-// each process was given.
-std::string device_identity(c10::DeviceIndex index) {
-  cudaDeviceProp properties{};
-  const cudaError_t status = cudaGetDeviceProperties(&properties, index);
-  TORCH_CHECK(status == cudaSuccess, "c10d_func: cudaGetDeviceProperties(", static_cast<int>(index),
-              ") failed: ", cudaGetErrorString(status));
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string id = "GPU-";
-  for (const char byte : properties.uuid.bytes) {
-    const auto value = static_cast<unsigned char>(byte);
-    id += kHex[value >> 4];
-    id += kHex[value & 15];
-  }
-  return id;
-}
-
-// Every member publishes its GPU's identity; two members on one GPU fail here, on every member,
-// with the ranks named, instead of in ncclCommInitRankConfig as "invalid usage".
-void check_one_rank_per_device(const Rendezvous& rendezvous) {
-  const std::string mine = device_identity(rendezvous.device.index());
-  rendezvous.store->set("device/" + std::to_string(rendezvous.rank),
-                        std::vector<uint8_t>(mine.begin(), mine.end()));
-  std::vector<std::string> keys;
-  for (int64_t i = 0; i < rendezvous.size; ++i) {
-    keys.push_back("device/" + std::to_string(i));
-  }
-  rendezvous.store->wait(keys, rendezvous.remaining());
-  std::vector<std::string> ids;
-  for (const auto& key : keys) {
-    const auto bytes = rendezvous.store->get(key);
-    ids.emplace_back(bytes.begin(), bytes.end());
-  }
-  if (auto problem = shared_device_problem(ids, rendezvous.members)) {
-    TORCH_CHECK(false, "c10d_func: ", *problem);
-  }
-}
 
 }  // namespace
 

@@ -3,9 +3,9 @@
 
 #include <ATen/ATen.h>
 
+#include "transports/byte_reduce.h"
 #include "transports/shm/cross_memory.h"
 #include "transports/shm/shm_checks.h"
-#include "transports/shm/shm_reduce.h"
 #include "transports/shm/stream_copy.h"
 
 #include <cerrno>

@@ -3,8 +3,6 @@
 // it. Also the host identities "auto" and "shm" decide by. See shm_communicator.h.
 #include "transports/shm/shm_formation.h"
 
-#include "transports/hierarchy/hierarchical_communicator.h"
-
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "transports/rank_format.h"
@@ -52,23 +50,6 @@ std::string text(const std::vector<uint8_t>& bytes) {
   return std::string(bytes.begin(), bytes.end());
 }
 
-// Every member's host identity, in member order.
-std::vector<std::string> exchange_host_identities(const Rendezvous& rendezvous) {
-  const std::string mine = shm::host_identity();
-  rendezvous.store->set("host/" + std::to_string(rendezvous.rank),
-                        std::vector<uint8_t>(mine.begin(), mine.end()));
-  std::vector<std::string> keys;
-  for (int64_t i = 0; i < rendezvous.size; ++i) {
-    keys.push_back("host/" + std::to_string(i));
-  }
-  rendezvous.store->wait(keys, rendezvous.remaining());
-  std::vector<std::string> ids;
-  for (const auto& key : keys) {
-    ids.push_back(text(rendezvous.store->get(key)));
-  }
-  return ids;
-}
-
 // Each member probes every other once; cross-memory attach is used only when all could. Peers
 // may attach to this member only while they probe: the permission ends once every member has
 // said how its probes went.
@@ -87,12 +68,7 @@ bool agree_on_cross_memory(const Rendezvous& rendezvous, const MemberControl* co
     if (mine) {
       probing = allow_attach(peers);
     }
-    rendezvous.store->set("attachable/" + std::to_string(rendezvous.rank), std::vector<uint8_t>{1});
-    std::vector<std::string> keys;
-    for (int64_t m = 0; m < rendezvous.size; ++m) {
-      keys.push_back("attachable/" + std::to_string(m));
-    }
-    rendezvous.store->wait(keys, rendezvous.remaining());
+    store_all_gather(rendezvous, "attachable", {1});
   }
   for (int64_t m = 0; mine && m < rendezvous.size; ++m) {
     if (m != rendezvous.rank) {
@@ -100,21 +76,10 @@ bool agree_on_cross_memory(const Rendezvous& rendezvous, const MemberControl* co
              probe(controls[m].pid, controls[m].probe_address);
     }
   }
-  rendezvous.store->set("cma/" + std::to_string(rendezvous.rank),
-                        std::vector<uint8_t>{static_cast<uint8_t>(mine ? 1 : 0)});
-  bool everyone = true;
-  for (int64_t m = 0; m < rendezvous.size; ++m) {
-    const std::string key = "cma/" + std::to_string(m);
-    rendezvous.store->wait({key}, rendezvous.remaining());
-    everyone = everyone && rendezvous.store->get(key) == std::vector<uint8_t>{1};
-  }
-  return everyone;
-}
-
-Rendezvous under(const Rendezvous& rendezvous, const std::string& prefix) {
-  Rendezvous sub = rendezvous;
-  sub.store = c10::make_intrusive<c10d::PrefixStore>(prefix, rendezvous.store);
-  return sub;
+  const auto answers = store_all_gather(rendezvous, "cma", {static_cast<uint8_t>(mine ? 1 : 0)});
+  return std::all_of(answers.begin(), answers.end(), [](const std::vector<uint8_t>& answer) {
+    return answer == std::vector<uint8_t>{1};
+  });
 }
 
 // A member other than rank 0: maps the segment the store names, once its record, owner, mode and
@@ -181,18 +146,11 @@ std::shared_ptr<Communicator> form(const Rendezvous& rendezvous) {
     controls[rendezvous.rank].probe_address = probe_address();
     // Once every member has mapped the segment its name is removed: nothing is left in /dev/shm
     // by a crash, a kill or an exception from here on.
-    rendezvous.store->set("mapped/" + std::to_string(rendezvous.rank), std::vector<uint8_t>{1});
-    std::vector<std::string> mapped;
-    for (int64_t i = 0; i < n; ++i) {
-      mapped.push_back("mapped/" + std::to_string(i));
-    }
-    rendezvous.store->wait(mapped, rendezvous.remaining());
+    // A member that refused the segment wrote why instead (cut: it is read from the store).
+    const auto mapped = store_all_gather(rendezvous, "mapped", {1}, /*max_bytes=*/1000);
     SharedSegment::unlink(name);
-    for (const auto& key : mapped) {
-      const std::vector<uint8_t> value = rendezvous.store->get(key);
-      TORCH_CHECK(value == std::vector<uint8_t>{1},
-                  text(std::vector<uint8_t>(value.begin(),
-                                            value.begin() + std::min<size_t>(value.size(), 1000))));
+    for (const auto& value : mapped) {
+      TORCH_CHECK(value == std::vector<uint8_t>{1}, text(value));
     }
     const bool cross_memory = agree_on_cross_memory(rendezvous, controls);
     return communicator_on(std::move(segment), rendezvous, cross_memory);
@@ -208,7 +166,7 @@ std::shared_ptr<Communicator> form(const Rendezvous& rendezvous) {
 }  // namespace shm
 
 std::shared_ptr<Communicator> make_shm_communicator(const Rendezvous& rendezvous) {
-  const auto ids = shm::exchange_host_identities(rendezvous);
+  const auto ids = exchange_host_identities(rendezvous);
   std::vector<int64_t> elsewhere;
   for (int64_t i = 0; i < rendezvous.size; ++i) {
     if (ids[i] != ids[rendezvous.rank]) {
@@ -219,21 +177,15 @@ std::shared_ptr<Communicator> make_shm_communicator(const Rendezvous& rendezvous
               "one host; ranks ", format_ranks(elsewhere), " run on another host than rank ",
               rendezvous.members[rendezvous.rank],
               ". Use set_transport('auto', 'cpu') (shm where it can, Gloo elsewhere) or 'gloo'");
-  return shm::form(shm::under(rendezvous, "shm/"));
+  return form_shm_communicator(rendezvous.under("shm/"));
 }
 
-std::shared_ptr<Communicator> make_local_or(const Rendezvous& rendezvous,
-                                            const CommunicatorFactory& across_hosts) {
-  const auto ids = shm::exchange_host_identities(rendezvous);
-  const bool one_host =
-      std::all_of(ids.begin(), ids.end(), [&](const std::string& id) { return id == ids.front(); });
-  if (one_host) {
-    return shm::form(shm::under(rendezvous, "shm/"));
-  }
-  // Across hosts: shared memory inside each host, `across_hosts` between them.
-  return make_hierarchical(
-      shm::under(rendezvous, "across/"), ids,
-      [](const Rendezvous& host) { return shm::form(host); }, across_hosts);
+std::shared_ptr<Communicator> form_shm_communicator(const Rendezvous& rendezvous) {
+  return shm::form(rendezvous);
+}
+
+std::vector<std::string> exchange_host_identities(const Rendezvous& rendezvous) {
+  return store_all_gather_text(rendezvous, "host", shm::host_identity());
 }
 
 }  // namespace c10d_func

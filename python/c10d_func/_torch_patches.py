@@ -1,0 +1,320 @@
+"""Every place c10d_func changes torch's own code, in one list (`PATCHES`), and every read or
+write of torch.distributed's private state (its world's maps).
+
+A patch replaces one attribute of one torch module: a function that torch looks up in its module
+at call time, or a table it reads. Each is
+- applied right after its module is imported, never importing it (`_import_hooks.after_import`:
+  `import c10d_func` does not pay for inductor);
+- applied once (the replacement carries `_c10d_func_patch`, its name);
+- guarded: where the attribute is missing (a torch c10d_func does not know), a required patch
+  raises at import with what to do, and an optional one warns once with what the program loses.
+  Nothing fails silently;
+- checked by name in tests/python/test_torch_patches.py, which fails when one stops applying.
+
+`status()` says what happened to each. The comment above each patch names the torch versions it
+was checked against and the hook torch would need for the patch to go away (docs/compatibility.md,
+"Where c10d_func patches torch", lists them).
+
+Not patches, and so not here: what c10d_func adds through torch's registration points (the ops'
+schemas and kernels, `register_lowering`, inductor's `custom_ops_to_c_shims` config, the
+backend through `Backend.register_backend`), and torch's private functions it only calls
+(`_get_default_group`, `_get_group_tag`, `_get_process_group_name`, `_create_work_from_future`,
+`ProcessGroup._register_backend`, ...).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ._import_hooks import after_import
+
+_MARK = "_c10d_func_patch"
+_CHECKED_WITH = "torch 2.11.0 and 2.14.1"
+
+
+@dataclass(frozen=True)
+class Patch:
+    name: str
+    module: str
+    attribute: str
+    # Without it c10d_func is wrong (required: import fails); without the others a compiled
+    # program is still right, only slower or less informed (a warning says which).
+    required: bool
+    purpose: str
+    # Given torch's attribute, returns what replaces it (or changes the table in place and
+    # returns it).
+    replace: Callable[[Any], Any]
+
+
+_status: dict[str, str] = {}
+# What the package adds to a patch's replacement, set by install(): the registry's reaction to a
+# new default group.
+_on_default_group_change: list[Callable[[Any], None]] = []
+
+
+# torch.distributed: init_process_group and destroy_process_group both end in
+# `_update_default_pg`, which runs in the thread whose world changes (every thread, under the
+# threaded harness). The registry must follow the default group, or it would keep serving the
+# communicators of a destroyed world. Checked: 2.11.0, 2.14.1. Hook torch would need: a public
+# observer of default-group changes (e.g. `torch.distributed.register_default_group_hook`).
+def _follow_default_group(update: Callable[[Any], None]) -> Callable[[Any], None]:
+    def _update_default_pg(pg: Any) -> None:
+        update(pg)
+        for react in _on_default_group_change:
+            react(pg)
+
+    return _update_default_pg
+
+
+# AOT autograd checks at run time that a custom op's output does not alias its input, and
+# exempts only torch's collective namespaces, by name. `c10d_func::wait_tensor` returns its
+# input's buffer, as torch's wait_tensor does (a copy per wait would cost a memcpy of every
+# collective's output), and `Tensor(a) self -> Tensor(a)` is refused by functionalization for
+# custom ops. So the wait, and only it, gets torch's exemption. Checked: 2.11.0, 2.14.1. Hook:
+# a declared alias for custom ops that functionalization accepts, or a registry of namespaces
+# exempt from the check.
+def _exempt_wait_from_alias_check(check: Callable[..., Any]) -> Callable[..., Any]:
+    def _check_custom_op_aliasing(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name in ("c10d_func::wait_tensor", "c10d_func::wait_tensor.default"):
+            return None
+        return check(name, *args, **kwargs)
+
+    return _check_custom_op_aliasing
+
+
+# Inductor's re-inplacing pass turns `all_reduce(buf)` into `all_reduce_(buf)` when `buf` is dead
+# afterwards, so the collective writes the buffer with no copy; its table names torch's ops.
+# Ours go into the same table, with their in-place ops. Checked: 2.11.0, 2.14.1. Hook: a public
+# registration of in-place variants (`register_inplaceable_op`).
+def _reinplace_collectives(table: dict[Any, Any]) -> dict[Any, Any]:
+    from torch._inductor.fx_passes.reinplace import InplaceableOp
+
+    ops = torch.ops.c10d_func
+    table[ops.all_reduce.default] = InplaceableOp(ops.all_reduce_.default, 0)
+    table[ops.all_reduce_coalesced.default] = InplaceableOp(ops.all_reduce_coalesced_.default, 0)
+    return table
+
+
+# `reorder_for_locality` (inference graphs) moves every node next to its first user, except
+# torch's wait_tensor, which it leaves in place: a collective moved to just before its wait could
+# no longer overlap with the compute between them. The check names torch's wait only, so around
+# the pass c10d_func's waits carry torch's target, and get their own back after. Checked: 2.11.0,
+# 2.14.1. Hook: a "wait" tag on ops (`torch.Tag`) that the pass tests instead of one target.
+def _keep_waits_apart_from_their_collectives(reorder: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    ours = torch.ops.c10d_func.wait_tensor.default
+    theirs = torch.ops._c10d_functional.wait_tensor.default
+
+    def reorder_for_locality(graph: torch.fx.Graph) -> Any:
+        waits = list(graph.find_nodes(op="call_function", target=ours))
+        for node in waits:
+            node.target = theirs
+        try:
+            return reorder(graph)
+        finally:
+            for node in waits:
+                node.target = ours
+
+    return reorder_for_locality
+
+
+# Inductor's runtime estimate of a collective (the overlap reordering passes, inductor's
+# metrics) reads the kernel's last argument as a torch group name; c10d_func's last argument is
+# the group size itself (on GPU the unpatched function raised AttributeError for our ops).
+# Checked: 2.11.0, 2.14.1. Hook: a registry of collective ops with a group-size accessor.
+def _group_size_for_runtime_estimates(group_size: Callable[[Any], int]) -> Callable[[Any], int]:
+    def get_collective_group_size(node: Any) -> int:
+        op = getattr(node, "op_overload", None)
+        if getattr(op, "namespace", None) == "c10d_func":
+            return int(node.constant_args[-1])
+        return group_size(node)
+
+    return get_collective_group_size
+
+
+PATCHES: tuple[Patch, ...] = (
+    Patch(
+        "follow_default_group",
+        "torch.distributed.distributed_c10d",
+        "_update_default_pg",
+        True,
+        "follow init_process_group / destroy_process_group",
+        _follow_default_group,
+    ),
+    Patch(
+        "exempt_wait_from_alias_check",
+        "torch._functorch._aot_autograd.runtime_wrappers",
+        "_check_custom_op_aliasing",
+        False,
+        "exempt c10d_func::wait_tensor (which returns its input, like torch's) from AOT "
+        "autograd's alias check: without it compiled programs warn on every wait",
+        _exempt_wait_from_alias_check,
+    ),
+    Patch(
+        "reinplace_collectives",
+        "torch._inductor.fx_passes.reinplace",
+        "inplaceable_ops",
+        False,
+        "let inductor run all_reduce in place on a dead buffer: without it each costs a copy",
+        _reinplace_collectives,
+    ),
+    Patch(
+        "keep_waits_apart_from_their_collectives",
+        "torch._inductor.fx_passes.post_grad",
+        "reorder_for_locality",
+        False,
+        "keep a collective apart from its wait in inference graphs: without it compute no "
+        "longer overlaps the collective",
+        _keep_waits_apart_from_their_collectives,
+    ),
+    Patch(
+        "group_size_for_runtime_estimates",
+        "torch._inductor.comm_analysis",
+        "get_collective_group_size",
+        False,
+        "give inductor's runtime estimates the group size of c10d_func collectives: without it "
+        "the overlap passes may fail on them",
+        _group_size_for_runtime_estimates,
+    ),
+)
+
+
+def apply(patch: Patch, module: Any) -> None:
+    """Applies `patch` to `module` (torch's, or a stand-in in tests)."""
+    original = getattr(module, patch.attribute, None)
+    if original is None:
+        _status[patch.name] = "missing"
+        message = (
+            f"c10d_func: torch {torch.__version__} has no {patch.module}.{patch.attribute}, which "
+            f"c10d_func patches to {patch.purpose} (checked with {_CHECKED_WITH}; see "
+            f"python/c10d_func/_torch_patches.py)."
+        )
+        if patch.required:
+            raise RuntimeError(
+                f"{message} Install a supported torch (scripts/install.sh pins one)."
+            )
+        warnings.warn(message, RuntimeWarning, stacklevel=2)
+        return
+    if getattr(original, _MARK, None) != patch.name and _patched_tables.get(patch.name) != id(
+        original
+    ):
+        replacement = patch.replace(original)
+        if replacement is original:  # a table, changed in place (a dict takes no attribute)
+            _patched_tables[patch.name] = id(original)
+        else:
+            setattr(replacement, _MARK, patch.name)
+            setattr(module, patch.attribute, replacement)
+    _status[patch.name] = "applied"
+
+
+# The tables patched in place, by patch name: the id of the table.
+_patched_tables: dict[str, int] = {}
+
+
+def status() -> dict[str, str]:
+    """Each patch's state: "applied", "pending" (its module is not imported yet) or "missing"."""
+    return {patch.name: _status.get(patch.name, "pending") for patch in PATCHES}
+
+
+def install(on_default_group_change: Callable[[Any], None]) -> None:
+    """Applies every patch as its module is imported; `on_default_group_change(pg)` runs after
+    torch changes the default group."""
+    if on_default_group_change not in _on_default_group_change:
+        _on_default_group_change.append(on_default_group_change)
+    for patch in PATCHES:
+        after_import(patch.module, lambda patch=patch: apply(patch, sys.modules[patch.module]))
+    # Where AOT autograd's check cannot be patched, its warning for our wait (and only that one)
+    # is silenced instead: once per process, in Python's warning filters.
+    after_import("torch._functorch._aot_autograd.runtime_wrappers", _silence_unexempted_wait)
+
+
+WAIT_ALIAS_WARNING = r"c10d_func::wait_tensor\b.*The output of this custom operator"
+
+
+def silence_wait_alias_warning() -> None:
+    """Filters out AOT autograd's alias warning for c10d_func::wait_tensor, nothing else."""
+    warnings.filterwarnings("ignore", message=WAIT_ALIAS_WARNING, category=UserWarning)
+
+
+def _silence_unexempted_wait() -> None:
+    if _status.get("exempt_wait_from_alias_check") == "missing":
+        silence_wait_alias_warning()
+
+
+# The six maps of torch.distributed's world that `new_group` fills; torch 2.11+ fills them through
+# `_register_pg_in_world`, older torch only inline, in new_group itself.
+_WORLD_MAPS = (
+    "pg_map",
+    "pg_names",
+    "pg_backend_config",
+    "pg_group_ranks",
+    "tags_to_pg",
+    "pg_to_tag",
+)
+
+
+def register_group_in_world(
+    pg: Any, backend_name: str, name: str, store: Any, global_ranks: list[int], config: str
+) -> None:
+    """Makes `pg` a group torch.distributed knows, as new_group would: ranks, name and tag.
+    Checked: 2.11.0, 2.14.1 (both have `_register_pg_in_world`). Hook: that function, public."""
+    from torch.distributed import distributed_c10d as c10d
+
+    mapping = {g: i for i, g in enumerate(global_ranks)}
+    register = getattr(c10d, "_register_pg_in_world", None)
+    if register is not None:
+        register(
+            pg,
+            backend_name=backend_name,
+            store=store,
+            group_name=name,
+            backend_config=config,
+            rank_mapping=mapping,
+        )
+        return
+    world = getattr(c10d, "_world", None)
+    missing = [m for m in _WORLD_MAPS if not hasattr(world, m)]
+    if missing or not hasattr(c10d, "_register_process_group"):
+        raise RuntimeError(
+            f"c10d_func.split_group: torch {torch.__version__} has neither "
+            f"_register_pg_in_world nor the world maps {missing or _WORLD_MAPS} that make a group "
+            f"known to torch.distributed; install a supported torch ({_CHECKED_WITH})"
+        )
+    world.pg_map[pg] = (backend_name, store)
+    world.pg_names[pg] = name
+    world.pg_backend_config[pg] = config
+    c10d._register_process_group(name, pg)
+    world.pg_group_ranks[pg] = mapping
+    tag = f"ptd:{name}"
+    world.tags_to_pg.setdefault(tag, []).append(pg)
+    world.pg_to_tag[pg] = tag
+
+
+# Reads of the same private world: torch has no public accessor for either.
+
+
+def is_group_of_this_process(pg: Any) -> bool:
+    """Whether `pg` is a group torch.distributed made (or was told of) in this process."""
+    from torch.distributed import distributed_c10d as c10d
+
+    return pg in c10d._world.pg_group_ranks
+
+
+def store_of(pg: Any) -> Any:
+    """The store `pg` was made with (new_group's prefix store)."""
+    from torch.distributed import distributed_c10d as c10d
+
+    return c10d._world.pg_map[pg][1]
+
+
+def world_is_per_thread() -> bool:
+    """True under torch's threaded test harness, where each thread is a rank with its own world
+    (torch swaps its world record for a thread-local one)."""
+    from torch.distributed import distributed_c10d as c10d
+
+    return type(c10d._world).__name__ == "ThreadLocalWorld"

@@ -1,0 +1,229 @@
+// Forming a group's communicator: a rendezvous of the chunk's members through a store prefix of
+// its own, or one split of the world communicator for a partition of the whole world, or the
+// group of one's local communicator; and binding a registered ProcessGroup. See
+// group_registry.h.
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include "runtime/group_registry_impl.h"
+#include "transports/missing_member_reports.h"
+#include "transports/solo/solo_communicator.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace c10d_func {
+
+using namespace registry_detail;
+
+namespace {
+
+// True when `spec` cuts the whole world into chunks smaller than the world.
+bool partitions_world(const GroupSpec& spec, int64_t world_size) {
+  return static_cast<int64_t>(spec.ranks.size()) == world_size && spec.group_size < world_size;
+}
+
+}  // namespace
+
+GroupIdentity chunk_identity(c10::Device device, const std::string& tag, const Chunk& chunk) {
+  GroupIdentity identity;
+  identity.name = "c10d_func/" + device.str() + "/" + tag + "/" + chunk.describe();
+  identity.description = "c10d_func";
+  identity.members = chunk.members;
+  identity.rank = chunk.index;
+  if (auto world = GroupRegistry::instance().current_world(); world && !world->per_thread) {
+    identity.store = world->store;
+  }
+  return identity;
+}
+
+std::shared_ptr<Communicator> GroupRegistry::communicator(std::string_view op, c10::Device device,
+                                                          const GroupSpec& spec,
+                                                          const Chunk& chunk) {
+  // A communicator bound with register_group wins over any transport.
+  if (auto bound = registered(device, spec.tag, chunk)) {
+    return bound;
+  }
+  const World world = this->world(op);
+  if (may_name_a_process_group(spec.tag) || world.delegated) {
+    GroupBinder binder;
+    {
+      std::lock_guard<std::mutex> lock(impl().mutex);
+      binder = impl().binder;
+    }
+    if (binder && binder(op, device, spec.tag, spec.ranks, spec.group_size, world.delegated)) {
+      if (auto bound = registered(device, spec.tag, chunk)) {
+        return bound;
+      }
+    }
+    TORCH_CHECK(!world.delegated, "c10d_func.", op, ": ranks ", chunk.describe(), " (tag='",
+                spec.tag, "') have no torch.distributed process group to run on, and this ",
+                "world's collectives run only on torch's groups (ranks are threads, the world is ",
+                "fake, or its default group is written in Python): create the group with ",
+                "torch.distributed.new_group on every rank, or pass it as group=");
+  }
+  const Transport transport = transport_for(op, device.type(), spec.tag);
+  if (transport.splits_world) {
+    if (partitions_world(spec, world.size)) {
+      split_world(op, device, spec, chunk, transport, world);
+    }
+  }
+  auto communicator = chunk_communicator(op, device, spec.tag, chunk, transport);
+  if (auto failure = communicator->failure()) {
+    TORCH_CHECK(false, "c10d_func.", op, ": the ", device_name(device.type()),
+                " communicator for tag='", spec.tag, "', chunk ", chunk.describe(),
+                " is unusable after an earlier failure (", *failure,
+                "); its members are out of step. Use another tag, or call ",
+                "c10d_func.shutdown() on every member");
+  }
+  return communicator;
+}
+
+std::shared_ptr<Communicator> GroupRegistry::registered(c10::Device device, const std::string& tag,
+                                                        const Chunk& chunk) {
+  // Bound for a device type (a ProcessGroup picks its own device index): look for the exact
+  // device, then for any index of its type.
+  std::lock_guard<std::mutex> lock(impl().mutex);
+  for (const c10::Device bound : {device, c10::Device(device.type())}) {
+    auto it = impl().slots.find(key_of(bound, tag, chunk));
+    if (it != impl().slots.end() && it->second->origin == "registered") {
+      return it->second->communicator;
+    }
+  }
+  return nullptr;
+}
+
+void GroupRegistry::split_world(std::string_view op, c10::Device device, const GroupSpec& spec,
+                                const Chunk& chunk, const Transport& transport,
+                                const World& world) {
+  const PartitionKey partition{device.type(), device.has_index() ? device.index() : -1, spec.tag,
+                               spec.ranks, spec.group_size};
+  {
+    std::lock_guard<std::mutex> lock(impl().mutex);
+    if (impl().split_partitions.count(partition)) {
+      return;
+    }
+  }
+  // Every world rank reaches this point for the same partition (each is in one chunk of it and
+  // makes the call), so every rank splits exactly once per partition, whatever else it cached.
+  Chunk everyone;
+  for (int64_t rank = 0; rank < world.size; ++rank) {
+    everyone.members.push_back(rank);
+  }
+  everyone.index = world.rank;
+  auto parent = chunk_communicator(op, device, spec.tag, everyone, transport);
+  const auto position =
+      std::find(spec.ranks.begin(), spec.ranks.end(), world.rank) - spec.ranks.begin();
+  auto child = parent->split(/*color=*/position / spec.group_size, /*key=*/chunk.index);
+  std::shared_ptr<Slot> slot;
+  {
+    // The registry lock is released before the slot's: chunk_communicator takes them in the
+    // other order (slot, then registry), and holding both here could deadlock against it.
+    std::lock_guard<std::mutex> lock(impl().mutex);
+    impl().split_partitions.insert(partition);
+    if (!child) {
+      return;  // this transport could not split after all: chunks rendezvous on their own
+    }
+    auto& entry = impl().slots[key_of(device, spec.tag, chunk)];
+    if (!entry) {
+      entry = std::make_shared<Slot>();
+    }
+    slot = entry;
+  }
+  std::lock_guard<std::mutex> creating(slot->mutex);
+  if (!slot->communicator) {  // a chunk formed earlier by its members keeps its communicator
+    slot->communicator =
+        observed(std::move(child), chunk_identity(device, spec.tag, chunk), collective_timeout());
+    slot->origin = "split";
+  }
+}
+
+std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view op,
+                                                                c10::Device device,
+                                                                const std::string& tag,
+                                                                const Chunk& chunk,
+                                                                const Transport& transport) {
+  const Key key = key_of(device, tag, chunk);
+  std::shared_ptr<Slot> slot;
+  int64_t generation = 0;
+  {
+    std::lock_guard<std::mutex> lock(impl().mutex);
+    auto& entry = impl().slots[key];
+    if (!entry) {
+      entry = std::make_shared<Slot>();
+    }
+    slot = entry;
+    generation = impl().generations[key];
+  }
+
+  std::lock_guard<std::mutex> creating(slot->mutex);
+  if (slot->communicator) {
+    return slot->communicator;
+  }
+  if (chunk.size() == 1 && !transport.forced) {
+    slot->communicator = observed(make_solo_communicator(), chunk_identity(device, tag, chunk),
+                                  collective_timeout());
+    slot->origin = "created";
+    return slot->communicator;
+  }
+  const World world = this->world(op);
+  std::ostringstream prefix;
+  prefix << "c10d_func/" << device << "/" << transport.name << "/" << tag << "/" << chunk.describe()
+         << "/" << generation;
+  Rendezvous rendezvous;
+  rendezvous.store =
+      c10::make_intrusive<c10d::PrefixStore>(prefix.str(), private_connection(world.store));
+  rendezvous.rank = chunk.index;
+  rendezvous.size = chunk.size();
+  rendezvous.members = chunk.members;
+  rendezvous.group = "tag='" + tag + "', chunk " + chunk.describe();
+  rendezvous.timeout = collective_timeout();
+  rendezvous.deadline = std::chrono::steady_clock::now() + rendezvous.timeout;
+  rendezvous.device = device;
+  slot->communicator = observed(form_communicator(op, transport, rendezvous),
+                                chunk_identity(device, tag, chunk), rendezvous.timeout);
+  slot->origin = "created";
+  std::lock_guard<std::mutex> lock(impl().mutex);
+  impl().generations[key] = generation + 1;
+  return slot->communicator;
+}
+
+std::shared_ptr<Communicator> form_communicator(std::string_view op, const Transport& transport,
+                                                const Rendezvous& rendezvous) {
+  // Each member announces itself first, so a rendezvous that times out can name who is missing.
+  const auto arrived = [](int64_t index) { return "arrived/" + std::to_string(index); };
+  rendezvous.store->set(arrived(rendezvous.rank), std::vector<uint8_t>{1});
+  try {
+    auto communicator = transport.factory(rendezvous);
+    if (transport.needs_roll_call && rendezvous.device.is_cpu()) {
+      return reporting_missing_members(
+          std::move(communicator),
+          std::make_shared<FailureRollCall>(rendezvous, std::vector<int64_t>{}));
+    }
+    return communicator;
+  } catch (const std::exception& error) {
+    std::vector<int64_t> missing;
+    try {
+      for (int64_t i = 0; i < rendezvous.size; ++i) {
+        if (!rendezvous.store->check({arrived(i)})) {
+          missing.push_back(rendezvous.members.at(i));
+        }
+      }
+    } catch (const std::exception&) {
+      // The store itself is gone; report what we have.
+    }
+    std::ostringstream why;
+    why << "c10d_func." << op << ": could not form the " << transport.name << " communicator on "
+        << rendezvous.device << " for " << rendezvous.group;
+    // "Within the timeout" only where it ran out: a transport may refuse at once.
+    if (!missing.empty() || std::chrono::steady_clock::now() >= rendezvous.deadline) {
+      why << " within " << rendezvous.timeout.count() / 1000.0 << " s";
+    }
+    if (!missing.empty()) {
+      why << "; ranks " << format_ranks(missing) << " never arrived";
+    }
+    why << ": " << error.what();
+    TORCH_CHECK(false, why.str());
+  }
+}
+
+}  // namespace c10d_func

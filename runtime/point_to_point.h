@@ -1,0 +1,61 @@
+#pragma once
+// send/recv for the c10d_func backend. The transports are collective-only, so a message travels
+// as a broadcast on a two-member communicator of its own: one per (sender, receiver, tag, device),
+// made on first use by those two members alone (shm on one host, Gloo across hosts, NCCL on
+// CUDA). Messages of one channel arrive in the order they were sent, as torch's p2p promises.
+//
+// Each channel has its own thread, which forms the communicator and issues the channel's
+// messages in order. Forming needs both ends, and an exchange (A sends to B while B sends to A,
+// then both receive) forms two channels at once; doing that on the caller's thread would leave
+// A waiting for B on channel A->B while B waits for A on B->A.
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "runtime/group_observer.h"
+#include "transports/communicator.h"
+#include "transports/shared_timeout.h"
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace c10d_func {
+
+class PointToPoint {
+ public:
+  // `store` is private to the owning group; `members` are its global ranks (for messages).
+  PointToPoint(c10::intrusive_ptr<c10d::Store> store, int64_t rank, std::vector<int64_t> members,
+               std::chrono::milliseconds timeout, std::string group);
+  ~PointToPoint();
+
+  // `tensor` is sent to group member `peer` (send) or written with what `peer` sent (recv).
+  // The Completion is done once the message has left (send) or arrived (recv).
+  Completion send(const at::Tensor& tensor, int64_t peer, int64_t tag);
+  Completion recv(const at::Tensor& tensor, int64_t peer, int64_t tag);
+  // Bounds the messages posted from now on, on every channel (formed or not).
+  void set_timeout(std::chrono::milliseconds timeout);
+  // Shows every message from now on to torch's tools as one of `observer`'s group (set once,
+  // before the first message).
+  void observe_with(std::shared_ptr<GroupObserver> observer) { observer_ = std::move(observer); }
+
+ private:
+  struct Channel;
+  Completion post(const at::Tensor& tensor, int64_t sender, int64_t receiver, int64_t tag);
+  Completion observed_post(const at::Tensor& tensor, int64_t sender, int64_t receiver, int64_t tag);
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  int64_t rank_;
+  std::vector<int64_t> members_;
+  SharedTimeout timeout_;
+  std::string group_;
+  std::shared_ptr<GroupObserver> observer_;
+  std::mutex mutex_;
+  // (sender, receiver, tag, device type, device index)
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, int>, std::shared_ptr<Channel>> channels_;
+};
+
+}  // namespace c10d_func

@@ -1,0 +1,170 @@
+"""Every patch of torch's internals (python/c10d_func/_torch_patches.py), by name: each applies to
+the torch in use, does what it is for, is applied once, and a torch without its target fails
+loudly (a required patch at import, an optional one with a warning). One process, no ranks."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import subprocess
+import sys
+import types
+import warnings
+
+import pytest
+import torch
+import torch.distributed as dist
+from c10d_func import _torch_patches
+from torch.testing._internal.distributed.fake_pg import FakeStore
+
+# Every patch the package makes. A new one is added here, with a test of what it does.
+EXPECTED = {
+    "follow_default_group",
+    "exempt_wait_from_alias_check",
+    "reinplace_collectives",
+    "keep_waits_apart_from_their_collectives",
+    "group_size_for_runtime_estimates",
+}
+
+
+def _patched(name: str) -> object:
+    """The attribute the patch named `name` replaced, taken from torch's module (imported here:
+    the patch applies as the module loads)."""
+    patch = next(p for p in _torch_patches.PATCHES if p.name == name)
+    return getattr(importlib.import_module(patch.module), patch.attribute)
+
+
+def test_the_list_of_patches_is_the_tested_one():
+    assert {patch.name for patch in _torch_patches.PATCHES} == EXPECTED
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_patch_applies_to_this_torch(name):
+    attribute = _patched(name)
+    assert _torch_patches.status()[name] == "applied", _torch_patches.status()
+    if not isinstance(attribute, dict):
+        assert getattr(attribute, "_c10d_func_patch", None) == name
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_patch_applies_once(name):
+    patch = next(p for p in _torch_patches.PATCHES if p.name == name)
+    module = importlib.import_module(patch.module)
+    before = getattr(module, patch.attribute)
+    snapshot = dict(before) if isinstance(before, dict) else None
+    _torch_patches.apply(patch, module)
+    after = getattr(module, patch.attribute)
+    assert after is before
+    if snapshot is not None:
+        assert dict(after) == snapshot
+
+
+def test_follow_default_group_tells_the_registry_of_init_and_destroy(monkeypatch):
+    _patched("follow_default_group")
+    seen: list[object] = []
+    monkeypatch.setattr(_torch_patches, "_on_default_group_change", [seen.append])
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+    try:
+        group = dist.distributed_c10d._get_default_group()
+    finally:
+        dist.destroy_process_group()
+    assert seen == [group, None]
+
+
+def test_exempt_wait_from_alias_check_exempts_the_wait_only(monkeypatch):
+    check = _patched("exempt_wait_from_alias_check")
+    from torch._functorch import config
+
+    monkeypatch.setattr(config, "error_on_custom_op_aliasing", False)
+    buffer = torch.ones(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check("c10d_func::wait_tensor.default", (buffer,), {}, buffer)
+    # Any other op returning its input is still reported.
+    with pytest.warns(UserWarning, match="c10d_func::all_reduce"):
+        check("c10d_func::all_reduce.default", (buffer, "sum", "", [0], 1), {}, buffer)
+
+
+def test_reinplace_collectives_names_the_in_place_ops():
+    table = _patched("reinplace_collectives")
+    ops = torch.ops.c10d_func
+    assert table[ops.all_reduce.default].inplace_op is ops.all_reduce_.default
+    assert table[ops.all_reduce_coalesced.default].inplace_op is ops.all_reduce_coalesced_.default
+
+
+def test_keep_waits_apart_runs_the_pass_with_torchs_target_and_restores_ours():
+    reorder = _patched("keep_waits_apart_from_their_collectives")
+    ops = torch.ops.c10d_func
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    reduced = graph.call_function(ops.all_reduce.default, (x, "sum", "", [0, 1], 2))
+    compute = graph.call_function(torch.ops.aten.relu.default, (x,))
+    waited = graph.call_function(ops.wait_tensor.default, (reduced,))
+    graph.output(graph.call_function(torch.ops.aten.add.Tensor, (compute, waited)))
+    reorder(graph)
+    order = [node.target for node in graph.nodes if node.op == "call_function"]
+    # The collective stays ahead of the compute before its wait (unpatched, the pass moves it
+    # next to the wait), and the wait is ours again.
+    assert order == [
+        ops.all_reduce.default,
+        torch.ops.aten.relu.default,
+        ops.wait_tensor.default,
+        torch.ops.aten.add.Tensor,
+    ]
+
+
+def test_group_size_for_runtime_estimates_reads_our_last_argument():
+    group_size = _patched("group_size_for_runtime_estimates")
+    node = types.SimpleNamespace(
+        op_overload=torch.ops.c10d_func.all_reduce.default,
+        constant_args=("sum", "tag", [0, 1, 2, 3], 4),
+    )
+    assert group_size(node) == 4
+
+
+def test_a_torch_without_an_optional_target_warns_with_what_is_lost():
+    patch = dataclasses.replace(_torch_patches.PATCHES[-1], name="test_only_optional")
+    with pytest.warns(RuntimeWarning, match=r"has no torch\._inductor\.comm_analysis\.get_collec"):
+        _torch_patches.apply(patch, types.SimpleNamespace())
+    assert _torch_patches._status["test_only_optional"] == "missing"
+
+
+def test_a_torch_without_a_required_target_fails_with_what_to_do():
+    patch = dataclasses.replace(_torch_patches.PATCHES[0], name="test_only_required")
+    assert patch.required
+    with (
+        pytest.raises(RuntimeError, match=r"_update_default_pg.*Install a supported torch"),
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("error")  # raised, not only warned
+        _torch_patches.apply(patch, types.SimpleNamespace())
+
+
+def test_patches_wait_for_their_module_and_import_nothing():
+    # A fresh process: importing c10d_func applies exactly the patches whose modules torch has
+    # loaded (torch.distributed's; AOT autograd's where torch loads it) and imports none of
+    # inductor's modules it patches or lowers into; importing the rest applies theirs.
+    program = """
+import json
+import sys
+import c10d_func
+from c10d_func import _torch_patches
+before = {p.name: [_torch_patches.status()[p.name], p.module in sys.modules]
+          for p in _torch_patches.PATCHES}
+heavy = ("torch._inductor.lowering", "torch._inductor.fx_passes.post_grad",
+         "torch._inductor.comm_analysis", "torch._inductor.fx_passes.reinplace")
+inductor = [m for m in heavy if m in sys.modules]
+import torch._inductor.fx_passes.post_grad, torch._inductor.comm_analysis
+import torch._inductor.fx_passes.reinplace, torch._functorch._aot_autograd.runtime_wrappers
+print(json.dumps([before, inductor, _torch_patches.status()]))
+"""
+    output = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    before, inductor, after = json.loads(output.splitlines()[-1])
+    assert inductor == []
+    assert before["follow_default_group"] == ["applied", True]
+    for name, (state, loaded) in before.items():
+        assert state == ("applied" if loaded else "pending"), (name, state, loaded)
+    assert after == {name: "applied" for name in EXPECTED}

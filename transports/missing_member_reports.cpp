@@ -1,0 +1,44 @@
+// See missing_member_reports.h.
+#include "transports/missing_member_reports.h"
+
+#include <stdexcept>
+
+namespace c10d_func {
+namespace {
+
+class NamingTheMissing final : public ForwardingCommunicator {
+ public:
+  NamingTheMissing(std::shared_ptr<Communicator> inner, std::shared_ptr<FailureRollCall> roll_call)
+      : ForwardingCommunicator(std::move(inner)), roll_call_(std::move(roll_call)) {}
+
+ private:
+  Completion around(const Call&, c10::function_ref<Completion()> issue) override {
+    return explained_by(issue(), roll_call_);
+  }
+
+  std::shared_ptr<FailureRollCall> roll_call_;
+};
+
+}  // namespace
+
+Completion explained_by(const Completion& upstream,
+                        const std::shared_ptr<FailureRollCall>& roll_call) {
+  auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
+  upstream->addCallback([roll_call, done](c10::ivalue::Future& finished) {
+    if (finished.hasError()) {
+      const std::string why = roll_call->explain(finished.tryRetrieveErrorMessage());
+      done->setError(std::make_exception_ptr(std::runtime_error(why)));
+    } else {
+      done->markCompleted();
+    }
+  });
+  chain_deferred_wait(upstream, done);
+  return done;
+}
+
+std::shared_ptr<Communicator> reporting_missing_members(
+    std::shared_ptr<Communicator> inner, std::shared_ptr<FailureRollCall> roll_call) {
+  return std::make_shared<NamingTheMissing>(std::move(inner), std::move(roll_call));
+}
+
+}  // namespace c10d_func
