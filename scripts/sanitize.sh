@@ -32,6 +32,10 @@ else
   # libtorch and gloo are not instrumented: their internal synchronisation is invisible to
   # TSan, so reports whose frames are all theirs are suppressed (tests/sanitizers/tsan.supp).
   export TSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/tsan.supp:report_signal_unsafe=0:halt_on_error=0"
+  # torch's intra-op threads are libgomp's, whose barriers TSan cannot see: a kernel's parallel
+  # reads of a buffer look unordered with the next write of the thread that waited for them.
+  # One intra-op thread runs every kernel on its caller, where TSan sees the order.
+  export OMP_NUM_THREADS=1
 fi
 # SANITIZER_LOG_DIR: every process (ranks on test hosts included) writes its reports whole to a
 # file of its own there (report.<pid>), where a test would show only the end of a rank's output.
