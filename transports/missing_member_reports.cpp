@@ -6,9 +6,10 @@
 namespace c10d_func {
 namespace {
 
-class NamingTheMissing final : public ForwardingCommunicator {
+class MissingMemberReports final : public ForwardingCommunicator {
  public:
-  NamingTheMissing(std::shared_ptr<Communicator> inner, std::shared_ptr<FailureRollCall> roll_call)
+  MissingMemberReports(std::shared_ptr<Communicator> inner,
+                       std::shared_ptr<FailureRollCall> roll_call)
       : ForwardingCommunicator(std::move(inner)), roll_call_(std::move(roll_call)) {}
 
  private:
@@ -38,7 +39,7 @@ Completion explained_by(const Completion& upstream,
 
 std::shared_ptr<Communicator> reporting_missing_members(
     std::shared_ptr<Communicator> inner, std::shared_ptr<FailureRollCall> roll_call) {
-  return std::make_shared<NamingTheMissing>(std::move(inner), std::move(roll_call));
+  return std::make_shared<MissingMemberReports>(std::move(inner), std::move(roll_call));
 }
 
 }  // namespace c10d_func

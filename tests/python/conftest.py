@@ -12,6 +12,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from worker_pool import WorkerPool
 
+# Skips other than GPU-only ones fail CI (skip_policy.py).
+pytest_plugins = ["skip_policy"]
+
 _pools: dict[tuple, WorkerPool] = {}  # in order of last use, oldest first
 
 # Every rank holds torch (and, once it compiled, inductor): about 1 GB each. Pools kept for the

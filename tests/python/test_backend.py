@@ -19,6 +19,7 @@ import c10d_func
 import pytest
 import torch
 import torch.distributed as dist
+from error_text import reports_timeout
 from reference import REDUCE_OPS, make_input, reduce_allowed, reduce_reference
 from test_collectives import Checks, assert_no_failures
 from worker_pool import WorkerPool
@@ -433,13 +434,11 @@ def body_missing_peer(rank: int, world_size: int) -> list[str]:
     # (group timeout 2 s) naming a rank that did not take part.
     group = dist.new_group(backend="c10d_func", timeout=datetime.timedelta(seconds=2))
     if rank == 0:
-        start = time.monotonic()
         try:
             dist.all_reduce(torch.ones(4), group=group)
             check.true("all_reduce without peers should fail", False)
         except RuntimeError as error:
-            took = time.monotonic() - start
-            check.true(f"failed within the group timeout (took {took:.1f} s)", took < 30)
+            check.true(f"reports the group's 2 s timeout: {error}", reports_timeout(str(error), 2))
             check.true(
                 f"error names a missing rank: {error}",
                 any(

@@ -34,17 +34,20 @@ def segments_of(pids) -> list[str]:
     ]
 
 
-def test_a_member_killed_mid_collective_fails_the_others_naming_it():
-    procs = launch("shm_member_killed.py", 2, env={"C10D_FUNC_TIMEOUT": "10"})
+def test_a_member_killed_mid_collective_fails_the_others_naming_it(tmp_path):
+    # A long timeout: the failure must come from seeing rank 1 dead, which the error says, not
+    # from the clock.
+    procs = launch(
+        "shm_member_killed.py", 2, str(tmp_path / "issued"), env={"C10D_FUNC_TIMEOUT": "300"}
+    )
     pids = [p.pid for p in procs]
     (code0, out0, err0), (code1, _, _) = finish(procs)
     assert code1 == -9, "rank 1 was to be killed"
     assert code0 == 0, err0[-2000:]
     line = next(l for l in out0.splitlines() if l.startswith("RESULT "))
     assert "no error" not in line, line
-    elapsed = float(line.split()[1])
-    assert elapsed < 10, f"took {elapsed} s; the timeout is 10 s"
     assert "rank 1" in line and "c10d_func.all_reduce" in line, line
+    assert "exited" in line and "C10D_FUNC_TIMEOUT" not in line, line
     assert segments_of(pids) == []
 
 

@@ -57,45 +57,4 @@ void check(ncclResult_t result, ncclComm_t comm, Clock::time_point deadline,
   nccl_failed(what, result, comm);
 }
 
-// The NCCL type of a staged wire tensor (staging has already widened what NCCL lacks).
-ncclDataType_t nccl_dtype(c10::ScalarType dtype) {
-  switch (dtype) {
-    case c10::kFloat:
-      return ncclFloat32;
-    case c10::kDouble:
-      return ncclFloat64;
-    case c10::kHalf:
-      return ncclFloat16;
-    case c10::kBFloat16:
-      return ncclBfloat16;
-    case c10::kChar:
-      return ncclInt8;
-    case c10::kByte:
-      return ncclUint8;
-    case c10::kInt:
-      return ncclInt32;
-    case c10::kLong:
-      return ncclInt64;
-    default:
-      TORCH_INTERNAL_ASSERT(false, "no NCCL reduction dtype for ", dtype, " after staging");
-  }
-}
-
-ncclRedOp_t nccl_op(ReduceOp reduce_op) {
-  switch (reduce_op) {
-    case ReduceOp::kSum:
-      return ncclSum;
-    case ReduceOp::kAvg:
-      return ncclAvg;
-    case ReduceOp::kProduct:
-      return ncclProd;
-    case ReduceOp::kMin:
-      return ncclMin;
-    case ReduceOp::kMax:
-      return ncclMax;
-    default:
-      TORCH_INTERNAL_ASSERT(false, "bitwise reductions are composed, not sent to NCCL");
-  }
-}
-
 }  // namespace c10d_func::nccl

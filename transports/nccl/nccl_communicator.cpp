@@ -32,6 +32,8 @@
 #include "transports/local_reduce.h"
 #include "transports/nccl/nccl_calls.h"
 #include "transports/nccl/nccl_device_check.h"
+#include "transports/nccl/nccl_plan.h"
+#include "transports/nccl/nccl_types.h"
 #include "transports/nccl/nccl_watchdog.h"
 #include "transports/reduction_staging.h"
 #include "transports/shared_timeout.h"
@@ -199,18 +201,8 @@ class NcclCommunicator final : public Communicator,
       return completed();
     }
     return launch("gather", {output, input}, [&](cudaStream_t stream, Clock::time_point deadline) {
-      const size_t bytes = byte_count(input);
-      auto* out = static_cast<char*>(output.data_ptr());
-      group(deadline, "gather", [&] {
-        check(ncclSend(input.data_ptr(), bytes, ncclUint8, static_cast<int>(root), comm_, stream),
-              comm_, deadline, "ncclSend");
-        if (rank_ == root) {
-          for (int peer = 0; peer < size_; ++peer) {
-            check(ncclRecv(out + peer * bytes, bytes, ncclUint8, peer, comm_, stream), comm_,
-                  deadline, "ncclRecv");
-          }
-        }
-      });
+      issue_plan("gather", nccl::gather_plan(rank_, size_, root, byte_count(input)), output, input,
+                 stream, deadline);
     });
   }
 
@@ -219,18 +211,8 @@ class NcclCommunicator final : public Communicator,
       return completed();
     }
     return launch("scatter", {output, input}, [&](cudaStream_t stream, Clock::time_point deadline) {
-      const size_t bytes = byte_count(output);
-      const auto* in = static_cast<const char*>(input.data_ptr());
-      group(deadline, "scatter", [&] {
-        if (rank_ == root) {
-          for (int peer = 0; peer < size_; ++peer) {
-            check(ncclSend(in + peer * bytes, bytes, ncclUint8, peer, comm_, stream), comm_,
-                  deadline, "ncclSend");
-          }
-        }
-        check(ncclRecv(output.data_ptr(), bytes, ncclUint8, static_cast<int>(root), comm_, stream),
-              comm_, deadline, "ncclRecv");
-      });
+      issue_plan("scatter", nccl::scatter_plan(rank_, size_, root, byte_count(output)), output,
+                 input, stream, deadline);
     });
   }
 
@@ -244,7 +226,7 @@ class NcclCommunicator final : public Communicator,
     auto slot = std::make_unique<ncclComm_t>(nullptr);
     const auto deadline = Clock::now() + timeout_.get();
     // A negative color: this member joins the split call but no part of it.
-    const int nccl_color = color < 0 ? NCCL_SPLIT_NOCOLOR : static_cast<int>(color);
+    const int nccl_color = nccl::split_color(color);
     check(ncclCommSplit(comm_, nccl_color, static_cast<int>(key), slot.get(), &config), comm_,
           deadline, "ncclCommSplit");
     if (color < 0) {
@@ -351,24 +333,27 @@ class NcclCommunicator final : public Communicator,
     };
     const size_t in_row = row_bytes(input);
     const size_t out_row = row_bytes(output);
+    issue_plan("all_to_all",
+               nccl::all_to_all_plan(size_, output_split_sizes, input_split_sizes, out_row, in_row),
+               output, input, stream, deadline);
+  }
+
+  // Issues `plan` (nccl_plan.h) as one group of ncclSend from `input` and ncclRecv into
+  // `output`.
+  void issue_plan(const char* op, const std::vector<nccl::Transfer>& plan, const at::Tensor& output,
+                  const at::Tensor& input, cudaStream_t stream, Clock::time_point deadline) {
     const auto* in = static_cast<const char*>(input.data_ptr());
     auto* out = static_cast<char*>(output.data_ptr());
-    group(deadline, "all_to_all", [&] {
-      size_t in_offset = 0;
-      size_t out_offset = 0;
-      for (int peer = 0; peer < size_; ++peer) {
-        const size_t send = input_split_sizes[peer] * in_row;
-        const size_t recv = output_split_sizes[peer] * out_row;
-        if (send > 0) {
-          check(ncclSend(in + in_offset, send, ncclUint8, peer, comm_, stream), comm_, deadline,
-                "ncclSend");
+    group(deadline, op, [&] {
+      for (const nccl::Transfer& transfer : plan) {
+        const int peer = static_cast<int>(transfer.peer);
+        if (transfer.send) {
+          check(ncclSend(in + transfer.offset, transfer.bytes, ncclUint8, peer, comm_, stream),
+                comm_, deadline, "ncclSend");
+        } else {
+          check(ncclRecv(out + transfer.offset, transfer.bytes, ncclUint8, peer, comm_, stream),
+                comm_, deadline, "ncclRecv");
         }
-        if (recv > 0) {
-          check(ncclRecv(out + out_offset, recv, ncclUint8, peer, comm_, stream), comm_, deadline,
-                "ncclRecv");
-        }
-        in_offset += send;
-        out_offset += recv;
       }
     });
   }

@@ -193,6 +193,43 @@ def observed_across_hosts(rank: int, served: str) -> list[str]:
     return failures
 
 
+# The scenarios that take a step at a moment another host must know of (a link cut, a host
+# killed) say so in files of C10D_FUNC_TEST_SYNC_DIR (the test's temporary directory: every test
+# host shares the file system), instead of sleeping and hoping.
+def _mark(name: str) -> None:
+    path = os.path.join(os.environ["C10D_FUNC_TEST_SYNC_DIR"], name)
+    with open(path + ".tmp", "w") as file:
+        file.write("1")
+    os.rename(path + ".tmp", path)
+
+
+def _until(condition, what: str) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    # A bound only against a broken test: the harness's own timeout ends a stuck rank first.
+    deadline = time.monotonic() + 600
+    while not condition():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"on_test_hosts: never saw {what}")
+        time.sleep(0.001)
+
+
+def _marked(*names: str) -> bool:
+    folder = os.environ["C10D_FUNC_TEST_SYNC_DIR"]
+    return all(os.path.exists(os.path.join(folder, name)) for name in names)
+
+
+def _gone(pid: int) -> bool:
+    """The process has exited (the test hosts share one pid namespace); a killed child stays a
+    zombie until its launcher reaps it, and is gone all the same."""
+    try:
+        os.kill(pid, 0)
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (ProcessLookupError, FileNotFoundError):
+        return True
+
+
 def link_down(rank: int, hosts: list[int]) -> dict[str, object]:
     """The link between the hosts goes down (cut by host 1's first rank, inside its namespace)
     before a collective spanning hosts: every rank must raise within the timeout."""
@@ -207,7 +244,8 @@ def link_down(rank: int, hosts: list[int]) -> dict[str, object]:
     if hosts[rank] == 1 and os.environ["LOCAL_RANK"] == "0":
         device = os.environ["C10D_FUNC_TEST_LINK"]
         subprocess.run(["ip", "link", "set", device, "down"], check=True)
-    time.sleep(0.5)
+        _mark("link_down")
+    _until(lambda: _marked("link_down"), "the link cut")
     start = time.monotonic()
     try:
         funcol.all_reduce(x, "sum", world, "across").wait()
@@ -219,8 +257,8 @@ def link_down(rank: int, hosts: list[int]) -> dict[str, object]:
 
 def host_killed(rank: int, hosts: list[int], numel: int, across: int = 0) -> dict[str, object]:
     """Host 1's ranks are SIGKILLed together, as when a host dies. Large: they issue a 64 MiB
-    all_reduce spanning hosts and die with it in flight. Small: they die between collectives and
-    host 0's ranks then issue a small all_reduce (it runs through the hosts' first ranks, so host
+    all_reduce spanning hosts and die with it unfinished (host 0 issues its part once they are
+    gone). Small: they die between collectives and host 0's ranks then issue a small all_reduce (it runs through the hosts' first ranks, so host
     0's second rank learns of the failure from its first, in shared memory). Host 0's ranks must
     raise, naming the ranks that are gone. `across` 1: the all_reduces run on pairs with one
     member per host (0 with 2, 1 with 3: Gloo alone) instead of the world."""
@@ -243,20 +281,27 @@ def host_killed(rank: int, hosts: list[int], numel: int, across: int = 0) -> dic
             os.kill(int(pids[other]), signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)
 
-    time.sleep(0.5)  # every rank has its gather's last message before anyone dies
+    # Every rank has its gather's last message before anyone dies.
+    _mark(f"gathered_{rank}")
+    _until(lambda: _marked(*(f"gathered_{r}" for r in world)), "every rank past the gather")
     if numel < 1 << 20:
+        # Host 1 dies between collectives; host 0 issues once it is gone.
         if rank == doomed[0]:
             die()
-        time.sleep(0.5 if rank not in doomed else 60)
+        _until(lambda: all(_gone(int(pids[r])) for r in doomed), "host 1's ranks gone")
+    if rank in doomed:
+        # Host 1's ranks die with their part of the all_reduce issued and unfinished: host 0
+        # issues its part only once they are gone, so the all_reduce can never complete.
+        funcol.all_reduce(x, "sum", group, "across")
+        _mark(f"issued_{rank}")
+        if rank == doomed[0]:
+            _until(lambda: _marked(*(f"issued_{r}" for r in doomed)), "host 1's ranks issuing")
+            die()
+        _until(lambda: False, "this rank killed")
+    _until(lambda: all(_gone(int(pids[r])) for r in doomed), "host 1's ranks gone")
     start = time.monotonic()
-    pending = funcol.all_reduce(x, "sum", group, "across")
-    if rank == doomed[0]:
-        time.sleep(0.005)
-        die()
-    elif rank in doomed:
-        time.sleep(60)
     try:
-        pending.wait()
+        funcol.all_reduce(x, "sum", group, "across").wait()
         error = "no error"
     except RuntimeError as failure:
         error = str(failure).splitlines()[0]

@@ -8,6 +8,7 @@ time out); the others report their error. Prints "dumped" once this rank's dump 
 
 import datetime
 import os
+import pickle
 import sys
 import time
 
@@ -40,9 +41,24 @@ for step in range(3):
 
 # A hung job stays up: every rank waits for every dump (rank 0's store serves the requests).
 dumps = [os.environ["TORCH_FR_DUMP_TEMP_FILE"] + str(r) for r in ranks]
+
+
+def complete(path: str) -> bool:
+    """The dump is whole: torch writes it in place, so it exists before it unpickles."""
+    try:
+        with open(path, "rb") as file:
+            pickle.load(file)
+        return True
+    except (OSError, EOFError, pickle.UnpicklingError):
+        return False
+
+
+# Bounded by the test's own timeout on this process. This process's dump must be whole before
+# it exits (its writer is a thread of this process).
 deadline = time.monotonic() + 30
-while not all(map(os.path.exists, dumps)) and time.monotonic() < deadline:
-    time.sleep(0.2)
-time.sleep(0.5)  # the writers finish the files they created
-print("dumped" if os.path.exists(dumps[rank]) else "no dump", flush=True)
+while not (all(map(os.path.exists, dumps)) and complete(dumps[rank])):
+    if time.monotonic() > deadline:
+        break
+    time.sleep(0.05)
+print("dumped" if complete(dumps[rank]) else "no dump", flush=True)
 os._exit(0)  # the failed group's members are out of step: no orderly teardown
