@@ -5,10 +5,9 @@
 
 #include <c10/util/Exception.h>
 
-#include <condition_variable>
 #include <cstdlib>
 #include <exception>
-#include <mutex>
+#include <future>
 #include <string>
 #include <thread>
 
@@ -78,36 +77,20 @@ namespace {
 // timeout; one that succeeds later is let go.
 c10::intrusive_ptr<c10d::TCPStore> connect_within(const std::string& addr,
                                                   const c10d::TCPStoreOptions& options) {
-  struct Attempt {
-    std::mutex mutex;
-    std::condition_variable finished;
-    bool done = false;
-    c10::intrusive_ptr<c10d::TCPStore> store;
-    std::exception_ptr error;
-  };
-  auto attempt = std::make_shared<Attempt>();
-  std::thread([attempt, addr, options] {
-    c10::intrusive_ptr<c10d::TCPStore> store;
-    std::exception_ptr error;
+  // The promise outlives a wait that gave up: the helper thread keeps it until it is done.
+  auto promise = std::make_shared<std::promise<c10::intrusive_ptr<c10d::TCPStore>>>();
+  std::future<c10::intrusive_ptr<c10d::TCPStore>> connected = promise->get_future();
+  std::thread([promise, addr, options] {
     try {
-      store = c10::make_intrusive<c10d::TCPStore>(addr, options);
+      promise->set_value(c10::make_intrusive<c10d::TCPStore>(addr, options));
     } catch (...) {
-      error = std::current_exception();
+      promise->set_exception(std::current_exception());
     }
-    std::lock_guard<std::mutex> lock(attempt->mutex);
-    attempt->store = std::move(store);
-    attempt->error = error;
-    attempt->done = true;
-    attempt->finished.notify_all();
   }).detach();
-  std::unique_lock<std::mutex> lock(attempt->mutex);
-  if (!attempt->finished.wait_for(lock, options.timeout, [&] { return attempt->done; })) {
+  if (connected.wait_for(options.timeout) != std::future_status::ready) {
     throw std::runtime_error("no connection within the timeout");
   }
-  if (attempt->error) {
-    std::rethrow_exception(attempt->error);
-  }
-  return attempt->store;
+  return connected.get();
 }
 
 }  // namespace

@@ -36,6 +36,8 @@ else
   # reads of a buffer look unordered with the next write of the thread that waited for them.
   # One intra-op thread runs every kernel on its caller, where TSan sees the order.
   export OMP_NUM_THREADS=1
+  # A TSan rank takes about 2.5 GB: keep fewer pools alive at once.
+  export C10D_FUNC_TEST_MAX_CACHED_RANKS="${C10D_FUNC_TEST_MAX_CACHED_RANKS:-4}"
 fi
 # SANITIZER_LOG_DIR: every process (ranks on test hosts included) writes its reports whole to a
 # file of its own there (report.<pid>), where a test would show only the end of a rank's output.

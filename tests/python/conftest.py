@@ -17,10 +17,11 @@ pytest_plugins = ["skip_policy"]
 
 _pools: dict[tuple, WorkerPool] = {}  # in order of last use, oldest first
 
-# Every rank holds torch (and, once it compiled, inductor): about 1 GB each. Pools kept for the
-# whole session would add up past the memory of a small machine, so only the most recently
-# used ones stay, up to this many ranks in all (the four pools of the `pool` fixture).
-MAX_CACHED_RANKS = 12
+# Every rank holds torch (and, once it compiled, inductor): about 1 GB each (2.5 GB under TSan).
+# Pools kept for the whole session would add up past the memory of a small machine, so only the
+# most recently used ones stay, up to this many ranks in all (the four pools of the `pool`
+# fixture); scripts/sanitize.sh lowers it (C10D_FUNC_TEST_MAX_CACHED_RANKS).
+MAX_CACHED_RANKS = int(os.environ.get("C10D_FUNC_TEST_MAX_CACHED_RANKS", "12"))
 
 
 def get_pool(world_size: int, env: dict[str, str] | None = None) -> WorkerPool:
