@@ -1,9 +1,7 @@
 // Completions and their helpers; see completion.h.
 #include "transports/completion.h"
 
-#include <ATen/ThreadLocalState.h>
 #include <ATen/core/LegacyTypeDispatch.h>
-#include <ATen/record_function.h>
 
 #include <unordered_map>
 

@@ -5,7 +5,8 @@ A patch replaces one attribute of one torch module: a function that torch looks 
 at call time, or a table it reads. Each is
 - applied right after its module is imported, never importing it (`_import_hooks.after_import`:
   `import c10d_func` does not pay for inductor);
-- applied once (the replacement carries `_c10d_func_patch`, its name);
+- applied once (a function's replacement carries `_c10d_func_patch`, its name; a table's entries
+  are the same when set again);
 - guarded: where the attribute is missing (a torch c10d_func does not know), a required patch
   raises at import with what to do, and an optional one warns once with what the program loses.
   Nothing fails silently;
@@ -200,20 +201,14 @@ def apply(patch: Patch, module: Any) -> None:
             )
         warnings.warn(message, RuntimeWarning, stacklevel=2)
         return
-    if getattr(original, _MARK, None) != patch.name and _patched_tables.get(patch.name) != id(
-        original
-    ):
+    if getattr(original, _MARK, None) != patch.name:
+        # A table is changed in place, which is the same again on a second application; a
+        # function is wrapped once, its wrapper marked.
         replacement = patch.replace(original)
-        if replacement is original:  # a table, changed in place (a dict takes no attribute)
-            _patched_tables[patch.name] = id(original)
-        else:
+        if replacement is not original:
             setattr(replacement, _MARK, patch.name)
             setattr(module, patch.attribute, replacement)
     _status[patch.name] = "applied"
-
-
-# The tables patched in place, by patch name: the id of the table.
-_patched_tables: dict[str, int] = {}
 
 
 def status() -> dict[str, str]:

@@ -47,6 +47,8 @@ def launch_ranks(
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": str(free_port()),
         "WORLD_SIZE": str(world_size),
+        # The programs import the tests' helpers (process_sync, reference, ...), as on test hosts.
+        "PYTHONPATH": os.pathsep.join(filter(None, [TESTS_DIR, os.environ.get("PYTHONPATH")])),
         **scaled_env(env or {}),
     }
     return [

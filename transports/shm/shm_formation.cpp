@@ -3,8 +3,6 @@
 // it. Also the host identities "auto" and "shm" decide by. See shm_communicator.h.
 #include "transports/shm/shm_formation.h"
 
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-
 #include "transports/rank_format.h"
 #include "transports/shm/cross_memory.h"
 #include "transports/shm/shm_checks.h"

@@ -21,6 +21,7 @@ import sys
 import c10d_func as funcol
 import torch
 from every_op import check_every_op, chunk_of
+from process_sync import exited, mark, until
 from reference import REDUCE_OPS, make_input, mismatch, reduce_allowed, reduce_reference
 
 torch.set_num_threads(1)
@@ -194,40 +195,15 @@ def observed_across_hosts(rank: int, served: str) -> list[str]:
 
 
 # The scenarios that take a step at a moment another host must know of (a link cut, a host
-# killed) say so in files of C10D_FUNC_TEST_SYNC_DIR (the test's temporary directory: every test
-# host shares the file system), instead of sleeping and hoping.
+# killed) say so in files of C10D_FUNC_TEST_SYNC_DIR (the test's temporary directory), instead of
+# sleeping and hoping (process_sync.py).
 def _mark(name: str) -> None:
-    path = os.path.join(os.environ["C10D_FUNC_TEST_SYNC_DIR"], name)
-    with open(path + ".tmp", "w") as file:
-        file.write("1")
-    os.rename(path + ".tmp", path)
-
-
-def _until(condition, what: str) -> None:  # type: ignore[no-untyped-def]
-    import time
-
-    # A bound only against a broken test: the harness's own timeout ends a stuck rank first.
-    deadline = time.monotonic() + 600
-    while not condition():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"on_test_hosts: never saw {what}")
-        time.sleep(0.001)
+    mark(os.path.join(os.environ["C10D_FUNC_TEST_SYNC_DIR"], name))
 
 
 def _marked(*names: str) -> bool:
     folder = os.environ["C10D_FUNC_TEST_SYNC_DIR"]
     return all(os.path.exists(os.path.join(folder, name)) for name in names)
-
-
-def _gone(pid: int) -> bool:
-    """The process has exited (the test hosts share one pid namespace); a killed child stays a
-    zombie until its launcher reaps it, and is gone all the same."""
-    try:
-        os.kill(pid, 0)
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except (ProcessLookupError, FileNotFoundError):
-        return True
 
 
 def link_down(rank: int, hosts: list[int]) -> dict[str, object]:
@@ -245,7 +221,7 @@ def link_down(rank: int, hosts: list[int]) -> dict[str, object]:
         device = os.environ["C10D_FUNC_TEST_LINK"]
         subprocess.run(["ip", "link", "set", device, "down"], check=True)
         _mark("link_down")
-    _until(lambda: _marked("link_down"), "the link cut")
+    until(lambda: _marked("link_down"), "the link cut")
     start = time.monotonic()
     try:
         funcol.all_reduce(x, "sum", world, "across").wait()
@@ -283,22 +259,22 @@ def host_killed(rank: int, hosts: list[int], numel: int, across: int = 0) -> dic
 
     # Every rank has its gather's last message before anyone dies.
     _mark(f"gathered_{rank}")
-    _until(lambda: _marked(*(f"gathered_{r}" for r in world)), "every rank past the gather")
+    until(lambda: _marked(*(f"gathered_{r}" for r in world)), "every rank past the gather")
     if numel < 1 << 20:
         # Host 1 dies between collectives; host 0 issues once it is gone.
         if rank == doomed[0]:
             die()
-        _until(lambda: all(_gone(int(pids[r])) for r in doomed), "host 1's ranks gone")
+        until(lambda: all(exited(int(pids[r])) for r in doomed), "host 1's ranks gone")
     if rank in doomed:
         # Host 1's ranks die with their part of the all_reduce issued and unfinished: host 0
         # issues its part only once they are gone, so the all_reduce can never complete.
         funcol.all_reduce(x, "sum", group, "across")
         _mark(f"issued_{rank}")
         if rank == doomed[0]:
-            _until(lambda: _marked(*(f"issued_{r}" for r in doomed)), "host 1's ranks issuing")
+            until(lambda: _marked(*(f"issued_{r}" for r in doomed)), "host 1's ranks issuing")
             die()
-        _until(lambda: False, "this rank killed")
-    _until(lambda: all(_gone(int(pids[r])) for r in doomed), "host 1's ranks gone")
+        until(lambda: False, "this rank killed")
+    until(lambda: all(exited(int(pids[r])) for r in doomed), "host 1's ranks gone")
     start = time.monotonic()
     try:
         funcol.all_reduce(x, "sum", group, "across").wait()

@@ -7,10 +7,10 @@ the error."""
 import os
 import signal
 import sys
-import time
 
 import c10d_func
 import torch
+from process_sync import exited, mark, until
 
 ops = torch.ops.c10d_func
 rank = int(os.environ["RANK"])
@@ -21,32 +21,14 @@ print("segment formed", flush=True)
 x = torch.ones(16 << 20)  # 64 MiB
 if rank == 1:
     out = ops.all_reduce(x, "sum", "", [0, 1], 2)
-    with open(issued + ".tmp", "w") as file:
-        file.write(str(os.getpid()))
-    os.rename(issued + ".tmp", issued)  # whole, at once
+    mark(issued, str(os.getpid()))
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    # A killed child of the launcher stays a zombie until reaped: it is gone once it is one.
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
-# Bounded by the test's own timeout on this process; the condition is the file, then the death.
-while not os.path.exists(issued):
-    time.sleep(0.001)
+until(lambda: os.path.exists(issued), "rank 1's file")
 with open(issued) as file:
     peer = int(file.read())
-while not gone(peer):
-    time.sleep(0.001)
+until(lambda: exited(peer), "rank 1's death")
 try:
     ops.wait_tensor(ops.all_reduce(x, "sum", "", [0, 1], 2))
     print("RESULT no error", flush=True)
