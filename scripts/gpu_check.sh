@@ -2,7 +2,9 @@
 # For a GPU machine with torch (and nvcc, CMake, ninja, scikit-build-core, pytest) already
 # installed and no network: builds c10d_func in place against that interpreter's torch, then runs
 # the CUDA tests and the CUDA benchmark. Logs go to $OUT (or ./gpu_check_out).
-#   bash scripts/gpu_check.sh [build|test|bench|all] [extra pytest args]
+#   bash scripts/gpu_check.sh [build|test|ranks|bench|all] [extra pytest args]
+# test: tests/python/test_cuda.py (world size 1, NCCL); ranks: tests/python/test_cuda_ranks.py (the
+# CPU suite's bodies on CUDA tensors, 2 and 4 processes sharing the GPU over Gloo; the longest).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-gpu_check_out}"
@@ -25,6 +27,9 @@ if [[ $what == build || $what == all ]]; then
 fi
 if [[ $what == test || $what == all ]]; then
   timeout 400 "$py" -m pytest tests/python/test_cuda.py -v -p no:cacheprovider "$@" 2>&1 | tee "$out/test_cuda.log"
+fi
+if [[ $what == ranks || $what == all ]]; then
+  timeout 540 "$py" -m pytest tests/python/test_cuda_ranks.py -v -p no:cacheprovider "$@" 2>&1 | tee "$out/test_cuda_ranks.log"
 fi
 if [[ $what == bench || $what == all ]]; then
   timeout 300 "$py" -m benchmarks.collectives --device cuda --no-step --out "$out/bench" 2>&1 | tail -n 60

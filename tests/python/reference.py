@@ -45,20 +45,28 @@ def reduce_allowed(op: str, dtype: torch.dtype) -> bool:
 def make_input(
     rank: int, shape: tuple[int, ...], dtype: torch.dtype, salt: int = 0
 ) -> torch.Tensor:
+    """Made on the CPU from a seeded CPU generator (the same values on every device), then moved
+    to torch's default device: the CUDA tests run the CPU suite's bodies with `cuda` as the
+    default device (test_cuda_ranks.py)."""
     g = torch.Generator().manual_seed(salt * 7919 + rank * 104729 + 17)
 
+    def ints(low: int, high: int) -> torch.Tensor:
+        return torch.randint(low, high, shape, generator=g, device="cpu")
+
     def quarters() -> torch.Tensor:
-        return torch.randint(-8, 9, shape, generator=g).double() / 4
+        return ints(-8, 9).double() / 4
 
     if dtype == torch.bool:
-        return torch.randint(0, 2, shape, generator=g).bool()
-    if dtype.is_complex:
-        return torch.complex(quarters(), quarters()).to(dtype)
-    if dtype.is_floating_point:
-        return quarters().to(dtype)
-    if dtype == torch.uint8:
-        return torch.randint(0, 16, shape, generator=g).to(dtype)
-    return torch.randint(-8, 9, shape, generator=g).to(dtype)
+        made = ints(0, 2).bool()
+    elif dtype.is_complex:
+        made = torch.complex(quarters(), quarters()).to(dtype)
+    elif dtype.is_floating_point:
+        made = quarters().to(dtype)
+    elif dtype == torch.uint8:
+        made = ints(0, 16).to(dtype)
+    else:
+        made = ints(-8, 9).to(dtype)
+    return made.to(torch.get_default_device())
 
 
 def reduce_reference(inputs: list[torch.Tensor], op: str) -> torch.Tensor:

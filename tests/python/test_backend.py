@@ -5,7 +5,8 @@ every test then runs classic torch.distributed code on that default group (and o
 from it) and compares each result with a reference computed from every rank's known input.
 Pools: backend "c10d_func" on its default CPU transport (shm on one host) and
 "cpu:c10d_func,cuda:nccl" (cuda:gloo without a GPU) with the CPU transport forced to Gloo, at 2
-and 4 ranks. The CUDA side of the backend is in test_cuda.py.
+and 4 ranks. The CUDA side of the backend is in test_cuda.py (NCCL at world size 1) and
+test_cuda_ranks.py (these bodies on CUDA tensors over Gloo).
 """
 
 from __future__ import annotations
@@ -560,7 +561,7 @@ def body_fsdp(rank: int, world_size: int) -> list[str]:
     gloo = dist.new_group(backend="gloo")
     results = []
     for group in (dist.group.WORLD, gloo):
-        mesh = DeviceMesh.from_group(group, "cpu")
+        mesh = DeviceMesh.from_group(group, torch.get_default_device().type)
         model = _mlp(0)
         for layer in model:
             if isinstance(layer, torch.nn.Linear):

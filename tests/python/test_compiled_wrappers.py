@@ -67,9 +67,9 @@ class EveryCollective(torch.nn.Module):
         )
         # The in-place and out= forms, on buffers of the program's own.
         ops, everyone = torch.ops.c10d_func, self.everyone
-        gathered = torch.empty(n * x.shape[0], x.shape[1])
+        gathered = x.new_empty(n * x.shape[0], x.shape[1])
         ops.all_gather_into_tensor_out(x + 2, "", everyone, n, out=gathered)
-        scattered = torch.empty(x.shape[0] // n, x.shape[1])
+        scattered = x.new_empty(x.shape[0] // n, x.shape[1])
         ops.reduce_scatter_tensor_out(x, "max", "", everyone, n, out=scattered)
         a, b, c = x * 5, x - 1, x * 7
         ops.all_reduce_coalesced_([a], "sum", "", everyone, n)
@@ -158,11 +158,11 @@ CALLED_OPS = {
 }
 
 
-def not_called_directly(source: str) -> list[str]:
-    """What in generated C++ reaches a c10d_func op other than by its C entry point
+def not_called_directly(source: str, device: str = "cpu") -> list[str]:
+    """What in generated C++ reaches a c10d_func op other than by its C entry point for `device`
     (kernels/c_shims.cpp): a boxed dispatcher call, the proxy executor, or an op not called."""
     called = set(
-        re.findall(r"AOTI_TORCH_ERROR_CODE_CHECK\(aoti_torch_cpu_c10d_func_(\w+)\(", source)
+        re.findall(rf"AOTI_TORCH_ERROR_CODE_CHECK\(aoti_torch_{device}_c10d_func_(\w+)\(", source)
     )
     problems = (
         [f"not called by its C shim: {sorted(CALLED_OPS - called)}"] if CALLED_OPS - called else []
@@ -180,7 +180,7 @@ def body_compiled(rank: int, world_size: int, cpp_wrapper: bool) -> list[str]:
         outputs, sources = run_and_get_code(compiled, rank_input(rank, world_size))
         problems = compare(rank, world_size, outputs)
         if cpp_wrapper:
-            problems += not_called_directly("\n".join(sources))
+            problems += not_called_directly("\n".join(sources), torch.get_default_device().type)
         # The second call runs the cached program.
         problems += compare(rank, world_size, compiled(rank_input(rank, world_size)))
     return problems
@@ -199,25 +199,26 @@ def body_run_aoti_package(rank: int, world_size: int, path: str) -> list[str]:
     return problems
 
 
-_packages: dict[int, str] = {}
+_packages: dict[tuple[int, str], str] = {}
 
 
-def aoti_package(world_size: int, directory: str) -> str:
-    """Exported and compiled once per world size, here, where no world exists."""
-    if world_size not in _packages:
+def aoti_package(world_size: int, directory: str, device: str = "cpu") -> str:
+    """Exported and compiled once per world size and device, here, where no world exists."""
+    key = (world_size, device)
+    if key not in _packages:
         with pytest.MonkeyPatch.context() as patch:
             for name in WORLD_ENV:
                 patch.delenv(name, raising=False)
-            x = torch.zeros(rows_for(world_size), 1024)
+            x = torch.zeros(rows_for(world_size), 1024, device=device)
             ep = torch.export.export(EveryCollective(world_size), (x,))
-            path = os.path.join(directory, f"every_collective_ws{world_size}.pt2")
-            _packages[world_size] = torch._inductor.aoti_compile_and_package(ep, package_path=path)
-        with zipfile.ZipFile(_packages[world_size]) as package:
+            path = os.path.join(directory, f"every_collective_ws{world_size}_{device}.pt2")
+            _packages[key] = torch._inductor.aoti_compile_and_package(ep, package_path=path)
+        with zipfile.ZipFile(_packages[key]) as package:
             wrapper = [name for name in package.namelist() if name.endswith("wrapper.cpp")]
             assert wrapper, f"no wrapper source in {path}: {package.namelist()}"
-            problems = not_called_directly(package.read(wrapper[0]).decode())
+            problems = not_called_directly(package.read(wrapper[0]).decode(), device)
         assert not problems, problems
-    return _packages[world_size]
+    return _packages[key]
 
 
 def test_every_collective_in_an_aoti_package(pool, tmp_path_factory):

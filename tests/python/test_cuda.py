@@ -7,7 +7,8 @@ makes the waiting stream wait on the collective without blocking the host; a con
 stream reads correct data; the op returns to the host before the collective finishes; the
 watchdog's timeout raises at the next wait and the next call; a bound NCCL ProcessGroup serves
 its tag on cuda:0; CUDA-graph capture and replay; several processes sharing the one GPU over the
-Gloo transport (the multi-rank CUDA path); inputs and outputs dropped early stay correct.
+Gloo transport (the multi-rank CUDA path); inputs and outputs dropped early stay correct. The
+CPU suite's bodies at 2 and 4 processes on CUDA tensors are in test_cuda_ranks.py.
 """
 
 from __future__ import annotations
