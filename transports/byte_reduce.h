@@ -10,11 +10,20 @@
 
 namespace c10d_func {
 
-// dst = reduction over `sources` (count elements of `dtype` each). ATen's kernels are vectorised;
-// sums of bf16/fp16 over more than two members accumulate in fp32.
+// dst = reduction over `sources` (count elements of `dtype` each). Small buffers take a plain
+// loop (reduce_in_loop), larger ones ATen's vectorised kernels (reduce_with_aten); sums of
+// bf16/fp16 over more than two members accumulate in fp32 on both.
 // `dst` may be one of the sources (an in-place reduction): that one is folded in first, before
 // anything is written to it.
 void reduce_into(void* dst, std::vector<const char*> sources, int64_t count, c10::ScalarType dtype,
                  ReduceOp op);
+
+// The two ways, for tests that compare them. Both take at least two sources, the first of which
+// may be `dst`. reduce_in_loop returns false, writing nothing, for a dtype it has no loop for (fp8,
+// the unsigned types but uint8): reduce_with_aten takes every dtype check_reduce_dtype allows.
+bool reduce_in_loop(void* dst, const std::vector<const char*>& sources, int64_t count,
+                    c10::ScalarType dtype, ReduceOp op);
+void reduce_with_aten(void* dst, const std::vector<const char*>& sources, int64_t count,
+                      c10::ScalarType dtype, ReduceOp op);
 
 }  // namespace c10d_func

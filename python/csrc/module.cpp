@@ -12,6 +12,7 @@
 #include "python/csrc/python_group.h"
 #include "runtime/group_registry.h"
 #include "runtime/pending_work.h"
+#include "transports/byte_reduce.h"
 #include "transports/c10d/group_communicator.h"
 #include "transports/gloo/gloo_transport.h"
 #include "transports/shm/shm_checks.h"
@@ -278,6 +279,33 @@ PYBIND11_MODULE(_C, m) {
   m.def("pending_count", &pending_count);
   // Tests only: a member writes a bad value where its shm peers read it (shm_checks.h).
   m.def("set_shm_fault_for_test", [](const std::string& kind) { shm::set_fault_for_test(kind); });
+  // Tests only: the byte reduction every CPU transport runs (transports/byte_reduce.h) on
+  // contiguous CPU tensors of one dtype and size: "loop" (false where it has no loop for the
+  // dtype), "aten", or "auto" (reduce_into's choice by size). `output` may be one of `inputs`.
+  m.def("reduce_for_test", [](at::Tensor output, const std::vector<at::Tensor>& inputs,
+                              const std::string& op, const std::string& way) {
+    TORCH_CHECK(output.is_cpu() && output.is_contiguous() && inputs.size() >= 2,
+                "reduce_for_test: a contiguous CPU output and two inputs or more");
+    std::vector<const char*> sources;
+    for (const auto& input : inputs) {
+      TORCH_CHECK(input.is_cpu() && input.is_contiguous() &&
+                      input.scalar_type() == output.scalar_type() &&
+                      input.numel() == output.numel(),
+                  "reduce_for_test: inputs as the output");
+      sources.push_back(static_cast<const char*>(input.data_ptr()));
+    }
+    const ReduceOp reduce_op = parse_reduce_op("reduce_for_test", op);
+    if (way == "loop") {
+      return reduce_in_loop(output.data_ptr(), sources, output.numel(), output.scalar_type(),
+                            reduce_op);
+    }
+    if (way == "aten") {
+      reduce_with_aten(output.data_ptr(), sources, output.numel(), output.scalar_type(), reduce_op);
+    } else {
+      reduce_into(output.data_ptr(), sources, output.numel(), output.scalar_type(), reduce_op);
+    }
+    return true;
+  });
   m.def("has_native_gloo", [] { return native_gloo_maker().has_value(); });
   // The one list of operators (ops/op_list.h), for the Python side: inductor's lowerings and
   // the tests derive from it. op_table(): (name, lowering, effects) per op with kernels per key.
