@@ -1,8 +1,8 @@
 """The byte reduction every CPU transport runs on members' buffers (transports/byte_reduce.h):
-small buffers take a plain loop, larger ones ATen's kernels. Both are compared here with torch's
+most dtypes take a plain loop, bf16/fp16 beyond 4 KiB ATen's kernels. Both are compared here with torch's
 own ops on random bit patterns of every dtype and reduction a schema accepts (NaN, infinities
 and integer overflow included), 2 to 4 members, into a fresh output and in place; and reduce_into
-either side of its size threshold. One process, no communication: the collectives' tests cover
+at sizes either side of its choice. One process, no communication: the collectives' tests cover
 the same code end to end with known values.
 """
 
@@ -31,7 +31,6 @@ DTYPES = [
     torch.complex64,
     torch.complex128,
 ]
-LOOP_BYTES = 64 << 10  # transports/byte_reduce.cpp: loop_bytes(float32)
 
 
 def random_bits(dtype: torch.dtype, count: int, generator: torch.Generator) -> torch.Tensor:
@@ -127,14 +126,16 @@ def test_dtypes_without_a_loop_go_to_aten():
 
 
 @pytest.mark.parametrize("op", ["sum", "max", "product"])
-def test_reduce_into_either_side_of_the_threshold_aliased_anywhere(op):
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bfloat16", "float32"])
+def test_reduce_into_at_any_size_aliased_anywhere(op, dtype):
     generator = torch.Generator().manual_seed(99)
-    elements = LOOP_BYTES // 4
-    for count in (elements - 1, elements, elements + 1, 4 * elements):
-        inputs = [random_bits(torch.float32, count, generator) for _ in range(3)]
+    # bf16/fp16 take the loop up to 4 KiB and ATen beyond; the other dtypes the loop at any size.
+    counts = (2047, 2048, 2049, 70000) if dtype == torch.bfloat16 else (1, 70000, 1 << 20)
+    for count in counts:
+        inputs = [random_bits(dtype, count, generator) for _ in range(3)]
         # The output is the last member's buffer: reduce_into folds it in first (swapped with
         # the first member), which decides the order of the floating-point folds.
         want = torch_reduction([inputs[2], inputs[1], inputs[0]], op)
         copies = [x.clone() for x in inputs]
         reduce_for_test(copies[2], copies, op, "auto")
-        assert_same(copies[2], want, f"{op} count={count}")
+        assert_same(copies[2], want, f"{op} {dtype} count={count}")
