@@ -214,12 +214,20 @@ def body_watchdog_timeout_raises_at_wait_and_next_call(rank: int, world_size: in
     tag = use_nccl()
     ops.wait_tensor(ops.all_reduce(torch.ones(4, device=dev), "sum", tag, [0], 1))
     torch.cuda.synchronize()
-    # The collective waits for the current stream, busy for ~3 s: past the 1 s timeout.
-    torch.cuda._sleep(3_000_000_000)
+    # The collective waits for the current stream, busy for 10 G cycles (5 s or more at any
+    # GPU clock up to 2 GHz): well past the 1 s timeout.
+    torch.cuda._sleep(10_000_000_000)
     y = ops.all_reduce(torch.ones(4, device=dev), "sum", tag, [0], 1)
     import time
 
-    time.sleep(2.0)  # the watchdog aborts the communicator meanwhile
+    import c10d_func
+
+    # Until the watchdog has aborted the communicator (the group reports its failure), bounded.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(
+        g["failure"] for g in c10d_func.groups() if g["tag"] == tag
+    ):
+        time.sleep(0.01)
     messages = {}
     for what, call in [
         ("wait", lambda: ops.wait_tensor(y)),
