@@ -161,14 +161,21 @@ def body_large_messages(rank: int, world_size: int) -> list[str]:
         )
         want = sum(w[: rows * world_size] for w in wide).to(dtype).chunk(world_size)[rank]
         check(f"reduce_scatter {dtype}", scattered, want)
+    # In place on a private buffer: each member reduces its slice straight into its own buffer
+    # and the others' slices come from the staged copy the peers wrote (avg divides per piece).
+    for dtype, op in [
+        (torch.float32, "sum"),
+        (torch.float64, "avg"),
+        (torch.bfloat16, "max"),
+        (torch.int64, "sum"),
+        (torch.complex64, "sum"),
+    ]:
+        inplace = member_input(rank, n, dtype)
+        ops.all_reduce_(inplace, op, "big", ranks, world_size)
+        every = torch.stack([member_input(m, n, dtype) for m in ranks])
+        want = every.amax(0) if op == "max" else every.sum(0) / (world_size if op == "avg" else 1)
+        check(f"all_reduce_ in place {op} {dtype}", ops.wait_tensor(inplace), want.to(dtype))
     x = member_input(rank, n, torch.float32)
-    inplace = x.clone()
-    ops.all_reduce_(inplace, "sum", "big", ranks, world_size)
-    check(
-        "all_reduce_ in place",
-        ops.wait_tensor(inplace),
-        sum(member_input(m, n, torch.float32) for m in ranks),
-    )
     check(
         "all_gather",
         ops.wait_tensor(ops.all_gather_into_tensor(x, "big", ranks, world_size)),

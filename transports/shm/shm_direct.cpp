@@ -207,29 +207,35 @@ bool DirectCollectives::all_reduce(const at::Tensor& output, const at::Tensor& i
   const size_t end = count * (rank + 1) / n * element;
   const size_t piece = std::max(element, kPieceBytes / element * element);
   const bool streams = streaming(total);
+  // An output outside the segment (staged for the peers to write into) receives this member's
+  // own slice straight from the reduction, and only the others' slices are copied out of the
+  // staged block after the barrier: the peers read the staged input, never the output.
+  const bool reduce_into_output = my_result.defined();
   std::vector<const char*> sources(n);
-  char* reduced = scratch_for(n, piece);  // the slots 0..n-1 hold attached inputs
+  char* scratch = scratch_for(n, piece);  // the slots 0..n-1 hold attached inputs
   for (size_t off = begin; off < end; off += piece) {
     const size_t len = std::min(piece, end - off);
     for (int64_t m = 0; m < n; ++m) {
       sources[m] = m == rank ? my_input + off
                              : input_piece("all_reduce", m, off, len, scratch_for(m, piece));
     }
+    char* reduced = reduce_into_output ? bytes_of(output) + off : scratch;
     reduce_into(reduced, sources, static_cast<int64_t>(len / element), dtype, op);
     if (divide) {
       divide_piece(reduced, static_cast<int64_t>(len / element), dtype, n);
     }
     for (int64_t m = 0; m < n; ++m) {
-      if (m == rank) {
-        stream_copy(my_output + off, reduced, len, streams);
-      } else {
+      if (m != rank) {
         write_output("all_reduce", m, off, reduced, len, streams);
+      } else if (!reduce_into_output) {
+        stream_copy(my_output + off, reduced, len, streams);
       }
     }
   }
   members_.barrier("all_reduce");
-  if (my_result.defined()) {  // the output lies outside the segment: copy the result out
-    stream_copy(output.data_ptr(), my_result.data_ptr(), total, streams);
+  if (reduce_into_output) {  // the others' slices, from the staged block the peers wrote
+    stream_copy(output.data_ptr(), my_result.data_ptr(), begin, streams);
+    stream_copy(bytes_of(output) + end, bytes_of(my_result) + end, total - end, streams);
   }
   return true;
 }
