@@ -10,10 +10,11 @@
 
 namespace c10d_func {
 
-// dst = reduction over `sources` (count elements of `dtype` each). Most dtypes take a plain
-// loop (reduce_in_loop); bf16/fp16 beyond 4 KiB ATen's vectorised kernels (reduce_with_aten); sums
-// of bf16/fp16 over more than two members accumulate in fp32 on both. `dst` may be one of the
-// sources (an in-place reduction): that one is folded in first, before anything is written to it.
+// dst = reduction over `sources` (count elements of `dtype` each): a plain loop on the calling
+// thread (reduce_in_loop), but min/max beyond 64 KiB and bf16/fp16 beyond 4 KiB take ATen's
+// vectorised kernels (reduce_with_aten). Sums of bf16/fp16 over more than two members
+// accumulate in fp32 on both. `dst` may be one of the sources (an in-place reduction): that one
+// is folded in first, before anything is written to it.
 void reduce_into(void* dst, std::vector<const char*> sources, int64_t count, c10::ScalarType dtype,
                  ReduceOp op);
 

@@ -1,9 +1,9 @@
 """The byte reduction every CPU transport runs on members' buffers (transports/byte_reduce.h):
-most dtypes take a plain loop, bf16/fp16 beyond 4 KiB ATen's kernels. Both are compared here with torch's
-own ops on random bit patterns of every dtype and reduction a schema accepts (NaN, infinities
-and integer overflow included), 2 to 4 members, into a fresh output and in place; and reduce_into
-at sizes either side of its choice. One process, no communication: the collectives' tests cover
-the same code end to end with known values.
+a plain loop, but min/max beyond 64 KiB and bf16/fp16 beyond 4 KiB ATen's kernels. Both ways are
+compared here with torch's own ops on random bit patterns of every dtype and reduction a schema
+accepts (NaN, infinities and integer overflow included), 2 to 4 members, into a fresh output and
+in place; and reduce_into at sizes either side of its choice. One process, no communication:
+the collectives' tests cover the same code end to end with known values.
 """
 
 from __future__ import annotations
@@ -129,7 +129,8 @@ def test_dtypes_without_a_loop_go_to_aten():
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bfloat16", "float32"])
 def test_reduce_into_at_any_size_aliased_anywhere(op, dtype):
     generator = torch.Generator().manual_seed(99)
-    # bf16/fp16 take the loop up to 4 KiB and ATen beyond; the other dtypes the loop at any size.
+    # bf16/fp16 take the loop up to 4 KiB and ATen beyond; float32 the loop at any size for sum
+    # and product, up to 64 KiB for max.
     counts = (2047, 2048, 2049, 70000) if dtype == torch.bfloat16 else (1, 70000, 1 << 20)
     for count in counts:
         inputs = [random_bits(dtype, count, generator) for _ in range(3)]
