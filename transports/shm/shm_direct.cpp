@@ -185,19 +185,6 @@ bool DirectCollectives::all_reduce(const at::Tensor& output, const at::Tensor& i
   const size_t total = nbytes(output);
   const bool in_place = input.data_ptr() == output.data_ptr();
   const auto attach_ends = attach_ends_on_return();
-  at::Tensor staged_input, staged_output;
-  const Placement input_at = place(input, staged_input, /*copy=*/true);
-  const Placement output_at = in_place ? input_at : place(output, staged_output, /*copy=*/false);
-  const uint64_t detail =
-      (total * 131 + static_cast<uint64_t>(dtype)) * 31 + static_cast<uint64_t>(asked);
-  if (!agree("all_reduce", OpCode::kAllReduce, detail, input_at, output_at, everyone, everyone,
-             total, total)) {
-    return false;
-  }
-  // This member's own tensors are used where they are (a staged copy when peers need one).
-  const char* my_input = bytes_of(staged_input.defined() ? staged_input : input);
-  const at::Tensor& my_result = in_place ? staged_input : staged_output;
-  char* my_output = bytes_of(my_result.defined() ? my_result : output);
   // Member i reduces the i-th slice of every input and writes it into every output: a slice is
   // read and written by one member only, so an in-place reduction is safe piece by piece.
   const int64_t n = members_.size();
@@ -207,6 +194,25 @@ bool DirectCollectives::all_reduce(const at::Tensor& output, const at::Tensor& i
   const size_t end = count * (rank + 1) / n * element;
   const size_t piece = std::max(element, kPieceBytes / element * element);
   const bool streams = streaming(total);
+  at::Tensor staged_input, staged_output;
+  const Placement input_at = place(input, staged_input, /*copy=*/false);
+  if (staged_input.defined()) {
+    // The peers read the other slices of a staged input; this member reads its own slice where
+    // it is, so that slice is not copied.
+    stream_copy(bytes_of(staged_input), bytes_of(input), begin, streams);
+    stream_copy(bytes_of(staged_input) + end, bytes_of(input) + end, total - end, streams);
+  }
+  const Placement output_at = in_place ? input_at : place(output, staged_output, /*copy=*/false);
+  const uint64_t detail =
+      (total * 131 + static_cast<uint64_t>(dtype)) * 31 + static_cast<uint64_t>(asked);
+  if (!agree("all_reduce", OpCode::kAllReduce, detail, input_at, output_at, everyone, everyone,
+             total, total)) {
+    return false;
+  }
+  // This member's own tensors are used where they are (a staged copy is for the peers).
+  const char* my_input = bytes_of(input);
+  const at::Tensor& my_result = in_place ? staged_input : staged_output;
+  char* my_output = bytes_of(my_result.defined() ? my_result : output);
   // An output outside the segment (staged for the peers to write into) receives this member's
   // own slice straight from the reduction, and only the others' slices are copied out of the
   // staged block after the barrier: the peers read the staged input, never the output.
