@@ -7,7 +7,9 @@
 #include "runtime/world.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -25,6 +27,7 @@ struct Watched {
   std::vector<c10::intrusive_ptr<c10d::Store>> connections;  // private ones, polled
   int64_t rank = -1;
   bool started = false;
+  std::atomic<bool> stopped{false};
 };
 
 Watched& watched() {
@@ -33,7 +36,7 @@ Watched& watched() {
 }
 
 void watch() {
-  while (true) {
+  while (!watched().stopped.load()) {
     std::vector<c10::intrusive_ptr<c10d::Store>> stores;
     int64_t rank = -1;
     {
@@ -42,6 +45,9 @@ void watch() {
       rank = watched().rank;
     }
     for (auto& store : stores) {
+      if (watched().stopped.load()) {
+        return;
+      }
       bool asked = false;
       try {
         asked = store->check({kDumpRequest});
@@ -63,6 +69,11 @@ void watch() {
   }
 }
 
+void stop_for_good() {
+  watched().stopped.store(true);
+  stop_watching_for_flight_dumps();
+}
+
 }  // namespace
 
 void watch_for_flight_dumps(const c10::intrusive_ptr<c10d::Store>& store, int64_t global_rank) {
@@ -71,7 +82,7 @@ void watch_for_flight_dumps(const c10::intrusive_ptr<c10d::Store>& store, int64_
   }
   auto& state = watched();
   std::lock_guard<std::mutex> lock(state.mutex);
-  if (!state.seen.insert(store.get()).second) {
+  if (state.stopped.load() || !state.seen.insert(store.get()).second) {
     return;
   }
   try {
@@ -84,8 +95,16 @@ void watch_for_flight_dumps(const c10::intrusive_ptr<c10d::Store>& store, int64_
   state.rank = global_rank;
   if (!state.started) {
     state.started = true;
+    std::atexit(stop_for_good);  // runs before exit's teardown
     std::thread(watch).detach();
   }
+}
+
+void stop_watching_for_flight_dumps() {
+  auto& state = watched();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  state.connections.clear();
+  state.seen.clear();
 }
 
 void dump_flight_recorders_everywhere(const c10::intrusive_ptr<c10d::Store>& store,

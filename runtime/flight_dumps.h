@@ -20,4 +20,10 @@ void watch_for_flight_dumps(const c10::intrusive_ptr<c10d::Store>& store, int64_
 void dump_flight_recorders_everywhere(const c10::intrusive_ptr<c10d::Store>& store,
                                       int64_t global_rank);
 
+// Forgets every watched store (the groups are shut down): the watcher touches none of them again,
+// until a group's store is watched anew. At exit it stops for good. A store's server goes away
+// with the job; a poll that found it gone would raise inside a detached thread while the process
+// tears down.
+void stop_watching_for_flight_dumps();
+
 }  // namespace c10d_func

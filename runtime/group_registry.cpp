@@ -5,6 +5,7 @@
 
 #include <c10/util/Exception.h>
 
+#include "runtime/flight_dumps.h"
 #include "runtime/group_registry_impl.h"
 #include "runtime/message_routes.h"
 #include "runtime/pending_work.h"
@@ -240,6 +241,7 @@ void GroupRegistry::shutdown() {
   }
   impl().clear_cache();
   forget_message_routes();
+  stop_watching_for_flight_dumps();
   // The world stays: an env:// store torn down here and re-created by the next call would let
   // a fast peer reconnect to the old server just before it goes away.
 }
