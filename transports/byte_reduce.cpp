@@ -134,55 +134,47 @@ template <typename T>
 bool loop_of(void* dst, const std::vector<const char*>& sources, int64_t count, ReduceOp op) {
   using E = Elementwise<T>;
   T* out = static_cast<T*>(dst);
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kAvg:  // staged as a sum; the caller divides
-      if constexpr (E::kReduced) {
-        if (sources.size() > 2) {
-          sum_in_float(out, sources, count);
-          return true;
-        }
+  if (op == ReduceOp::kSum || op == ReduceOp::kAvg) {  // avg is staged as a sum; the caller divides
+    if constexpr (E::kReduced) {
+      if (sources.size() > 2) {
+        sum_in_float(out, sources, count);
+        return true;
       }
-      fold(out, sources, count, [](T a, T b) { return E::sum(a, b); });
-      return true;
-    case ReduceOp::kProduct:
-      if constexpr (c10::is_complex<T>::value) {
-        return false;
-      } else {
+    }
+    fold(out, sources, count, [](T a, T b) { return E::sum(a, b); });
+    return true;
+  }
+  if constexpr (c10::is_complex<T>::value) {
+    return false;  // complex takes sum and avg only (check_reduce_dtype)
+  } else {
+    switch (op) {
+      case ReduceOp::kProduct:
         fold(out, sources, count, [](T a, T b) { return E::product(a, b); });
         return true;
-      }
-    case ReduceOp::kMin:
-      if constexpr (c10::is_complex<T>::value) {
-        return false;
-      } else {
+      case ReduceOp::kMin:
         fold(out, sources, count, [](T a, T b) { return E::min(a, b); });
         return true;
-      }
-    case ReduceOp::kMax:
-      if constexpr (c10::is_complex<T>::value) {
-        return false;
-      } else {
+      case ReduceOp::kMax:
         fold(out, sources, count, [](T a, T b) { return E::max(a, b); });
         return true;
-      }
-    case ReduceOp::kBand:
-    case ReduceOp::kBor:
-    case ReduceOp::kBxor:
-      if constexpr (std::is_integral_v<T>) {
-        if (op == ReduceOp::kBand) {
-          fold(out, sources, count, [](T a, T b) { return static_cast<T>(a & b); });
-        } else if (op == ReduceOp::kBor) {
-          fold(out, sources, count, [](T a, T b) { return static_cast<T>(a | b); });
-        } else {
-          fold(out, sources, count, [](T a, T b) { return static_cast<T>(a ^ b); });
+      case ReduceOp::kBand:
+      case ReduceOp::kBor:
+      case ReduceOp::kBxor:
+        if constexpr (std::is_integral_v<T>) {
+          if (op == ReduceOp::kBand) {
+            fold(out, sources, count, [](T a, T b) { return static_cast<T>(a & b); });
+          } else if (op == ReduceOp::kBor) {
+            fold(out, sources, count, [](T a, T b) { return static_cast<T>(a | b); });
+          } else {
+            fold(out, sources, count, [](T a, T b) { return static_cast<T>(a ^ b); });
+          }
+          return true;
         }
-        return true;
-      } else {
+        return false;  // bitwise needs integers (check_reduce_dtype)
+      default:
         return false;
-      }
+    }
   }
-  return false;
 }
 
 }  // namespace

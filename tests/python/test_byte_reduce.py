@@ -13,24 +13,12 @@ import functools
 import c10d_func
 import pytest
 import torch
-from reference import REDUCE_OPS, reduce_allowed
+from reference import MOVE_DTYPES, REDUCE_OPS, reduce_allowed
 
 reduce_for_test = c10d_func._C.reduce_for_test
 
-DTYPES = [
-    torch.float32,
-    torch.float64,
-    torch.bfloat16,
-    torch.float16,
-    torch.int32,
-    torch.int64,
-    torch.int16,
-    torch.int8,
-    torch.uint8,
-    torch.bool,
-    torch.complex64,
-    torch.complex128,
-]
+# Every dtype a collective moves, but fp8, which no reduction takes.
+DTYPES = [d for d in MOVE_DTYPES if d != torch.float8_e4m3fn]
 
 
 def random_bits(dtype: torch.dtype, count: int, generator: torch.Generator) -> torch.Tensor:

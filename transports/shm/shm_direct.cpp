@@ -199,8 +199,7 @@ bool DirectCollectives::all_reduce(const at::Tensor& output, const at::Tensor& i
   if (staged_input.defined()) {
     // The peers read the other slices of a staged input; this member reads its own slice where
     // it is, so that slice is not copied.
-    stream_copy(bytes_of(staged_input), bytes_of(input), begin, streams);
-    stream_copy(bytes_of(staged_input) + end, bytes_of(input) + end, total - end, streams);
+    stream_copy_outside(staged_input.data_ptr(), input.data_ptr(), total, begin, end, streams);
   }
   const Placement output_at = in_place ? input_at : place(output, staged_output, /*copy=*/false);
   const uint64_t detail =
@@ -240,8 +239,7 @@ bool DirectCollectives::all_reduce(const at::Tensor& output, const at::Tensor& i
   }
   members_.barrier("all_reduce");
   if (reduce_into_output) {  // the others' slices, from the staged block the peers wrote
-    stream_copy(output.data_ptr(), my_result.data_ptr(), begin, streams);
-    stream_copy(bytes_of(output) + end, bytes_of(my_result) + end, total - end, streams);
+    stream_copy_outside(output.data_ptr(), my_result.data_ptr(), total, begin, end, streams);
   }
   return true;
 }

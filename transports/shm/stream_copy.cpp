@@ -62,4 +62,11 @@ void stream_copy(void* dst, const void* src, size_t bytes, bool stream) {
   std::memcpy(dst, src, bytes);
 }
 
+void stream_copy_outside(void* dst, const void* src, size_t bytes, size_t skip_begin,
+                         size_t skip_end, bool stream) {
+  stream_copy(dst, src, skip_begin, stream);
+  stream_copy(static_cast<char*>(dst) + skip_end, static_cast<const char*>(src) + skip_end,
+              bytes - skip_end, stream);
+}
+
 }  // namespace c10d_func::shm

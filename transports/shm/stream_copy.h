@@ -16,4 +16,9 @@ bool streaming(size_t bytes);
 // memcpy, with non-temporal stores when `stream` is true.
 void stream_copy(void* dst, const void* src, size_t bytes, bool stream);
 
+// stream_copy of all of `bytes` but [skip_begin, skip_end): the part another step handles (an
+// all_reduce member's own slice).
+void stream_copy_outside(void* dst, const void* src, size_t bytes, size_t skip_begin,
+                         size_t skip_end, bool stream);
+
 }  // namespace c10d_func::shm
