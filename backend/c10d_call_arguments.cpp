@@ -128,7 +128,12 @@ Completion settle(const Completion& done, std::vector<std::pair<at::Tensor, at::
     return done;
   }
   const at::Tensor written = needed.front().first;
-  return then_run(done, written, [needed = std::move(needed)] {
+  std::vector<at::Tensor> used;
+  for (const auto& [target, buffer] : needed) {
+    used.push_back(target);
+    used.push_back(buffer);
+  }
+  return then_run(done, written, used, [needed = std::move(needed)] {
     for (const auto& [target, buffer] : needed) {
       target.copy_(buffer.view(target.sizes()));
     }
@@ -142,7 +147,9 @@ Completion scatter_into(const Completion& done, const at::Tensor& gathered,
     return done;
   }
   const at::Tensor written = targets.front();
-  return then_run(done, written, [gathered, targets = std::move(targets)] {
+  std::vector<at::Tensor> used = targets;
+  used.push_back(gathered);
+  return then_run(done, written, used, [gathered, targets = std::move(targets)] {
     int64_t offset = 0;
     for (const auto& target : targets) {
       target.copy_(gathered.narrow(0, offset, target.numel()).view(target.sizes()));

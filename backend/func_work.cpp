@@ -111,41 +111,4 @@ c10::intrusive_ptr<c10::ivalue::Future> FuncWork::getFuture() {
   return future_;
 }
 
-Completion when_all(const std::vector<Completion>& completions) {
-  if (completions.empty()) {
-    return completed();
-  }
-  if (completions.size() == 1 || !completions.back()->devices().empty()) {
-    return completions.back();
-  }
-  struct Tally {
-    std::mutex mutex;
-    size_t remaining;
-    std::exception_ptr first_error;
-  };
-  auto tally = std::make_shared<Tally>();
-  tally->remaining = completions.size();
-  auto all = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
-  for (const auto& completion : completions) {
-    completion->addCallback([tally, all](c10::ivalue::Future& done) {
-      std::unique_lock<std::mutex> lock(tally->mutex);
-      if (done.hasError() && !tally->first_error) {
-        tally->first_error = done.exception_ptr();
-      }
-      if (--tally->remaining > 0) {
-        return;
-      }
-      auto error = tally->first_error;
-      lock.unlock();
-      if (error) {
-        all->setError(error);
-      } else {
-        all->markCompleted(c10::IValue());
-      }
-    });
-    chain_deferred_wait(completion, all);
-  }
-  return all;
-}
-
 }  // namespace c10d_func

@@ -50,9 +50,4 @@ class FuncWork final : public c10d::Work {
   int source_rank_;
 };
 
-// A Completion that finishes when every one of `completions` has; the first error wins. On a
-// device, one communicator's collectives run in issue order on one stream, so the last one's
-// events already cover the others.
-Completion when_all(const std::vector<Completion>& completions);
-
 }  // namespace c10d_func

@@ -123,7 +123,8 @@ Completion sparse_all_reduce(Communicator& communicator, const at::Tensor& tenso
   };
   // The indices' gather was issued first on the same communicator: done by the values' end
   // (the wait below only collects its outcome).
-  return then_run(values_done, values_in, [indices_done, finish] {
+  // Sparse tensors are reduced on the CPU: no device stream touches them.
+  return then_run(values_done, values_in, {}, [indices_done, finish] {
     wait_completion(indices_done);
     if (indices_done->hasError()) {
       std::rethrow_exception(indices_done->exception_ptr());

@@ -64,7 +64,7 @@ Completion into(const at::Tensor& target, const at::Tensor& buffer, const Comple
   if (buffer.is_same(target)) {
     return completion;
   }
-  return then_run(completion, target, [target, buffer] { target.copy_(buffer); });
+  return then_run(completion, target, {buffer}, [target, buffer] { target.copy_(buffer); });
 }
 
 at::Tensor all_gather_one(const CollectiveCall& call, std::string_view op, const at::Tensor& self) {
@@ -278,7 +278,7 @@ at::Tensor reduce(const at::Tensor& self, c10::string_view reduce_op, int64_t ds
   Completion done = call.communicator().reduce(output, dst, op);
   if (call.index() != dst) {
     // The transport may leave partial results on non-root members; the contract says zeros.
-    done = then_run(done, output, [output] { output.zero_(); });
+    done = then_run(done, output, {}, [output] { output.zero_(); });
   }
   call.record(output, done);
   return output;

@@ -2,8 +2,12 @@
 #include "transports/completion.h"
 
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
+#include <algorithm>
+#include <mutex>
 #include <unordered_map>
+#include <vector>
 
 namespace c10d_func {
 namespace {
@@ -141,24 +145,119 @@ Completion completed() {
 }
 
 Completion detached(const Completion& upstream) {
+  using Storages = std::vector<c10::ivalue::Future::WeakStorage>;
   Completion child = upstream->then(
-      [](c10::ivalue::Future& parent) -> c10::IValue {
+      [](c10::ivalue::Future& parent) -> std::tuple<c10::IValue, Storages> {
         (void)parent.value();  // rethrows the collective's error into the child
-        return c10::IValue();
+        // The parent's storages, held weakly: a device Future records its completion events
+        // only for the devices of its storages, and a child with none would order no waiter.
+        // The callback's streams waited for the parent's events, so the child's come after them.
+        return {c10::IValue(), parent.storages()};
       },
       c10::NoneType::get());
   chain_deferred_wait(upstream, child);
   return child;
 }
 
+Completion when_all(const std::vector<Completion>& completions) {
+  if (completions.empty()) {
+    return completed();
+  }
+  if (completions.size() == 1) {
+    return completions.front();
+  }
+  std::vector<c10::Device> devices;
+  for (const auto& completion : completions) {
+    for (const c10::Device& device : completion->devices()) {
+      if (std::find(devices.begin(), devices.end(), device) == devices.end()) {
+        devices.push_back(device);
+      }
+    }
+  }
+  struct Tally {
+    std::mutex mutex;
+    size_t remaining;
+    std::exception_ptr first_error;
+    std::vector<Completion> parts;  // dropped once all are done (they hold this callback)
+  };
+  auto tally = std::make_shared<Tally>();
+  tally->remaining = completions.size();
+  tally->parts = completions;
+  auto all = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get(), devices);
+  for (const auto& completion : completions) {
+    completion->addCallback([tally, all](c10::ivalue::Future& done) {
+      std::unique_lock<std::mutex> lock(tally->mutex);
+      if (done.hasError() && !tally->first_error) {
+        tally->first_error = done.exception_ptr();
+      }
+      if (--tally->remaining > 0) {
+        return;
+      }
+      auto error = tally->first_error;
+      std::vector<Completion> parts = std::move(tally->parts);
+      tally->parts.clear();
+      lock.unlock();
+      if (error) {
+        all->setError(error);
+        return;
+      }
+      // Every part is done: waiting each one does not block, it makes this callback's streams
+      // wait for the part's events, so the events `all` records on them come after every part.
+      std::vector<c10::ivalue::Future::WeakStorage> storages;
+      for (const auto& part : parts) {
+        part->wait();
+        const auto& held = part->storages();
+        storages.insert(storages.end(), held.begin(), held.end());
+      }
+      all->markCompleted(c10::IValue(), std::move(storages));
+    });
+    chain_deferred_wait(completion, all);
+  }
+  return all;
+}
+
+namespace {
+
+// `written` and `also_used`, less those on the CPU (which need no stream bookkeeping).
+std::vector<at::Tensor> device_tensors(const at::Tensor& written,
+                                       const std::vector<at::Tensor>& also_used) {
+  std::vector<at::Tensor> kept;
+  auto keep = [&kept](const at::Tensor& tensor) {
+    if (tensor.defined() && tensor.has_storage() && !tensor.device().is_cpu() &&
+        !tensor.is_meta()) {
+      kept.push_back(tensor);
+    }
+  };
+  keep(written);
+  for (const at::Tensor& tensor : also_used) {
+    keep(tensor);
+  }
+  return kept;
+}
+
+// Tells each tensor's allocator that the current stream of its device used it: a caching
+// allocator (CUDA's) then holds its block back, once freed, until that stream's work so far is
+// done. A finishing step runs on the callback's stream, not the one the tensors were allocated
+// on, so without this a buffer it copies from or into could be handed to a new tensor (on the
+// allocating stream) while that copy is still queued, and the copy would land in the new tensor.
+void mark_used_by_current_streams(const std::vector<at::Tensor>& tensors) {
+  for (const at::Tensor& tensor : tensors) {
+    const c10::impl::VirtualGuardImpl guard(tensor.device().type());
+    guard.recordDataPtrOnStream(tensor.storage().data_ptr(), guard.getStream(tensor.device()));
+  }
+}
+
+}  // namespace
+
 Completion then_run(const Completion& upstream, const at::Tensor& written,
-                    std::function<void()> finish) {
+                    const std::vector<at::Tensor>& also_used, std::function<void()> finish) {
   if (!finish) {
     return upstream;
   }
   using Storages = std::vector<c10::ivalue::Future::WeakStorage>;
   Completion child = upstream->then(
       [pending = std::make_shared<std::function<void()>>(std::move(finish)),
+       used = std::make_shared<std::vector<at::Tensor>>(device_tensors(written, also_used)),
        storage = written.has_storage() ? std::optional<c10::ivalue::Future::WeakStorage>(
                                              written.storage().getWeakStorageImpl())
                                        : std::nullopt](
@@ -168,13 +267,17 @@ Completion then_run(const Completion& upstream, const at::Tensor& written,
         // must not try to take once the interpreter, told the work is done, may be shutting down.
         std::function<void()> release = std::move(*pending);
         *pending = nullptr;
+        std::vector<at::Tensor> in_use = std::move(*used);
+        used->clear();
         // value() rethrows the collective's error, so `then` marks the child failed with it.
         (void)parent.value();
         // Finishing writes data only. It runs on a transport thread, after autograd may have
         // wrapped the output it writes, so it must never be recorded by autograd.
         at::AutoDispatchBelowADInplaceOrView below;
         release();
+        mark_used_by_current_streams(in_use);
         release = nullptr;
+        in_use.clear();
         Storages storages;
         if (storage && !storage->expired()) {
           storages.push_back(*storage);

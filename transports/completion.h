@@ -17,15 +17,25 @@ using Completion = c10::intrusive_ptr<c10::ivalue::Future>;
 Completion completed();
 
 // A Completion that finishes with `upstream` but holds no value: a backend's future carries the
-// output tensors as its value, and whatever keeps such a future keeps the outputs alive.
+// output tensors as its value, and whatever keeps such a future keeps the outputs alive. On a
+// device, waiting it orders the waiter as waiting `upstream` would.
 Completion detached(const Completion& upstream);
 
 // Runs `finish` once `upstream` succeeds and completes the result after it; an upstream error
 // passes through untouched and `finish` is skipped. `written` is the tensor `finish` writes: on a
 // device Future, the result's completion event is recorded for its storage (after `finish`'s
 // work on the callback's stream), so waiting on the result orders the waiter after it.
+// `also_used` names every other tensor `finish` reads or writes. On a device, `finish` queues its
+// work on the callback's stream and may drop the last reference to a staging buffer before that
+// work ran; `written` and `also_used` are marked used by that stream, so their memory is not
+// handed out again until it did.
 Completion then_run(const Completion& upstream, const at::Tensor& written,
-                    std::function<void()> finish);
+                    const std::vector<at::Tensor>& also_used, std::function<void()> finish);
+
+// A Completion that finishes when every one of `completions` has; the first error wins. On a
+// device, waiting it orders the waiter after every part: parts may end on different streams (a
+// finishing step runs on a stream of its own), so the last part's events do not cover the others.
+Completion when_all(const std::vector<Completion>& completions);
 
 // A Completion that only a waiter can finish. A ProcessGroup written in Python may hand back a
 // Work with no future, whose collective is done only once its wait() is called; torch calls that

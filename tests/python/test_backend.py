@@ -516,9 +516,11 @@ def test_torch_functional_collectives_on_this_backend(backend_pool):
 def _train(model: torch.nn.Module, steps: int, rank: int, world_size: int) -> list[torch.Tensor]:
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for step in range(steps):
+        # Drawn on the CPU (the same values on every device), then moved to the model's device.
         g = torch.Generator().manual_seed(1000 * step + rank)
-        x = torch.randn(8, 6, generator=g)
-        y = torch.randn(8, 3, generator=g)
+        device = torch.get_default_device()
+        x = torch.randn(8, 6, generator=g, device="cpu").to(device)
+        y = torch.randn(8, 3, generator=g, device="cpu").to(device)
         loss = torch.nn.functional.mse_loss(model(x), y)
         opt.zero_grad()
         loss.backward()

@@ -22,6 +22,7 @@ import test_collectives
 import test_compiled_wrappers
 import test_messages
 import torch
+from reference import reduce_reference
 from test_collectives import assert_no_failures
 from worker_pool import WorkerPool
 
@@ -77,6 +78,34 @@ def body_cuda_groups_use_gloo(rank: int, world_size: int) -> list[str]:
     return [f"rank {rank}: groups {sorted(unexpected)} besides CUDA on gloo"] if unexpected else []
 
 
+def body_staging_buffers_outlive_their_copies(rank: int, world_size: int) -> list[str]:
+    """Classic reduces back to back whose staging buffers die as soon as the call is waited (a
+    non-root's private copy; bool and int16 travel as a converted copy that is copied back on
+    the callback's stream). Right after each, new tensors of the same size are made and checked:
+    had a buffer's memory been handed out again while a copy into it was still queued on the
+    callback's stream, the copy would land in them (seen once in body_reductions at 4 ranks
+    before then_run marked its tensors used by that stream)."""
+    import torch.distributed as dist
+
+    check = test_backend.Check(rank)
+    for i in range(120):
+        dtype = (torch.bool, torch.int16, torch.float32)[i % 3]
+        every = test_backend.inputs(world_size, (3, 5), dtype, 500 + i)
+        root = i % world_size
+        t = every[rank].clone()
+        dist.reduce(t, dst=root, op=dist.ReduceOp.MAX)
+        fresh = [every[rank].clone() for _ in range(4)]
+        if rank == root:
+            check.same(
+                f"call {i}: reduce max {dtype} at the root", t, reduce_reference(every, "max")
+            )
+        else:
+            check.same(f"call {i}: a non-root's tensor is unchanged", t, every[rank])
+        for j, tensor in enumerate(fresh):
+            check.same(f"call {i}: tensor {j} made after the call", tensor, every[rank])
+    return check.failures
+
+
 Case = tuple[Callable[..., Any], tuple[Any, ...]]
 
 # Every collective, each over every dtype, reduce op and group layout of the CPU test.
@@ -122,6 +151,7 @@ BACKEND: dict[str, Case] = {
     "ddp": (test_backend.body_ddp, ()),
     "fsdp2": (test_backend.body_fsdp, ()),
     "split_group": (test_backend.body_split, ()),
+    "staging_buffers": (body_staging_buffers_outlive_their_copies, ()),
 }
 
 

@@ -121,9 +121,10 @@ class GroupCommunicator final : public Communicator {
     auto work = backend_->alltoall_base(received_rows, input_rows, even, even);
     std::vector<int64_t> stacked_shape{size()};
     stacked_shape.insert(stacked_shape.end(), output.sizes().begin(), output.sizes().end());
-    return then_run(future_of(work), output, [output, received, stacked_shape, reduce_op] {
-      reduce_stack_into(output, received.view(stacked_shape), reduce_op);
-    });
+    return then_run(future_of(work), output, {received},
+                    [output, received, stacked_shape, reduce_op] {
+                      reduce_stack_into(output, received.view(stacked_shape), reduce_op);
+                    });
   }
 
   Completion all_to_all(const at::Tensor& output, const at::Tensor& input,
@@ -206,7 +207,7 @@ class GroupCommunicator final : public Communicator {
     if (!staged.needs_finish()) {
       return upstream;
     }
-    return then_run(upstream, buffer,
+    return then_run(upstream, buffer, {staged.wire},
                     [buffer, staged, group_size = size()] { staged.finish(buffer, group_size); });
   }
 
