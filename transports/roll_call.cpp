@@ -8,6 +8,7 @@
 #include <iomanip>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -15,10 +16,14 @@ namespace c10d_func {
 namespace {
 
 // What the helper thread hands back; shared, since the caller may leave before the helper does.
+// `latest` is the roll as of the helper's last complete round of checks: a caller whose wait ends
+// while a round is still under way (a loaded host answers slowly) reports that, not an
+// unreachable store.
 struct Answers {
   std::mutex mutex;
   std::condition_variable done;
   bool finished = false;
+  std::optional<RollCall> latest;
   RollCall result;
 };
 
@@ -35,24 +40,26 @@ void collect(const c10::intrusive_ptr<c10d::Store>& store, const std::string& oc
     std::vector<bool> answered(members.size(), false);
     answered[rank] = true;
     while (true) {
-      bool everyone = true;
+      RollCall round{.store_answered = true};
       for (size_t m = 0; m < members.size(); ++m) {
         if (!answered[m]) {
           answered[m] = store->check({answer_key(occasion, static_cast<int64_t>(m))});
-          everyone = everyone && answered[m];
+        }
+        if (!answered[m]) {
+          round.absent.push_back(members[m]);
         }
       }
-      if (everyone || std::chrono::steady_clock::now() >= deadline) {
-        for (size_t m = 0; m < members.size(); ++m) {
-          if (!answered[m]) {
-            result.absent.push_back(members[m]);
-          }
-        }
+      const bool over = round.absent.empty() || std::chrono::steady_clock::now() >= deadline;
+      {
+        std::lock_guard<std::mutex> lock(answers.mutex);
+        answers.latest = round;
+      }
+      if (over) {
+        result = std::move(round);
         break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    result.store_answered = true;
   } catch (const std::exception&) {
     result.store_answered = false;
   }
@@ -78,7 +85,11 @@ RollCall call_the_roll(const Rendezvous& rendezvous, const std::string& occasion
   // A little past the bound: the helper's last round of checks.
   answers->done.wait_until(lock, deadline + std::chrono::milliseconds(200),
                            [&] { return answers->finished; });
-  return answers->finished ? answers->result : RollCall{};
+  if (answers->finished) {
+    return answers->result;
+  }
+  // Still checking: the store answered every round so far, only slowly.
+  return answers->latest.value_or(RollCall{});
 }
 
 void answer_roll_call(const Rendezvous& rendezvous, const std::string& occasion) {
