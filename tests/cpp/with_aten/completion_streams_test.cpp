@@ -30,9 +30,9 @@ const c10::Device kDevice0(kDevice, 0);
 struct Step {
   enum Kind { kWork, kRecord, kBlock, kMarkUsed } kind;
   c10::StreamId stream;
-  intptr_t event = 0;           // kRecord, kBlock
-  std::string work;             // kWork
-  const void* data = nullptr;   // kMarkUsed
+  intptr_t event = 0;          // kRecord, kBlock
+  std::string work;            // kWork
+  const void* data = nullptr;  // kMarkUsed
 };
 
 std::mutex log_mutex;
@@ -145,9 +145,9 @@ c10::StreamId stream_of(const std::string& work) {
 at::Tensor device_tensor(void* memory) {
   c10::Storage storage(c10::Storage::use_byte_size_t(), 16, c10::DataPtr(memory, kDevice0),
                        /*allocator=*/nullptr, /*resizable=*/false);
-  return at::detail::make_tensor<c10::TensorImpl>(std::move(storage),
-                                                  c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                                  caffe2::TypeMeta::Make<float>());
+  return at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      caffe2::TypeMeta::Make<float>());
 }
 
 // A collective's Future on our device, as a transport makes it: its value is its output.
