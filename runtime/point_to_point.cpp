@@ -184,7 +184,10 @@ Completion PointToPoint::post(const at::Tensor& tensor, int64_t sender, int64_t 
       if (!channel->sending && !buffer.is_same(tensor)) {
         tensor.copy_(buffer);
       }
-      done->markCompleted(c10::IValue());
+      // With the tensor's storage, a device Future records its event (on the caller's stream,
+      // current here): a waiter on another stream is then ordered after the message too.
+      done->markCompleted(c10::IValue(), std::vector<c10::ivalue::Future::WeakStorage>{
+                                             tensor.storage().getWeakStorageImpl()});
     } catch (const std::exception&) {
       done->setError(std::current_exception());
     }
