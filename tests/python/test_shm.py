@@ -240,7 +240,7 @@ def test_large_messages_stream_through_many_chunks(world_size):
 def body_private_inputs_written_at_once(rank: int, world_size: int, numel: int) -> list[str]:
     """Large collectives of private inputs that the caller overwrites as soon as each call
     returns, with the members arriving together (all_to_all and a broadcast root may then do the
-    part that reads the input inside the call) and one after the other (the first one's call is
+    part that reads the input inside the call, all_reduce all of it) and one after the other (the first one's call is
     queued and must have kept a copy): results against references from every member's input."""
     ranks = list(range(world_size))
     n = world_size

@@ -70,7 +70,7 @@ class ShmCommunicator final : public Communicator {
   // (docs/symmetric_memory.md: it must not be written until the collective is waited); anything
   // else is copied into a block of the pool, which the direct path then reads in place.
   at::Tensor snapshot(const at::Tensor& input) override {
-    if (pool_->is_user_owned(input) && input.is_contiguous()) {
+    if (reads_in_place(input)) {
       return input;
     }
     if (auto copy = pool_->allocate(input.sizes(), input.options(), /*user_owned=*/false)) {
@@ -82,6 +82,10 @@ class ShmCommunicator final : public Communicator {
       return *copy;
     }
     return input.clone(at::MemoryFormat::Contiguous);
+  }
+
+  bool reads_in_place(const at::Tensor& input) const {
+    return pool_->is_user_owned(input) && input.is_contiguous();
   }
 
   // Outputs of large collectives live in symmetric memory: the members write them in place.
@@ -122,7 +126,12 @@ class ShmCommunicator final : public Communicator {
     if (output.numel() == 0) {
       return completed();
     }
-    Turn turn = order_.take_turn("all_reduce", nbytes(output));
+    // A private input read after the call would need a snapshot: a full copy, more than a
+    // member spends reading it where it is. So when every peer has issued the collective (waited
+    // for as long as that copy would take), it runs in the call.
+    const bool private_input = !input.is_same(output) && !reads_in_place(input);
+    Turn turn = order_.take_turn("all_reduce", nbytes(output), /*splits=*/private_input);
+    turn.in_call = turn.in_call || (private_input && turn.peers_ready);
     at::Tensor source = turn.in_call || input.is_same(output) ? input : snapshot(input);
     const bool converts = staged_as_copy(output.scalar_type());
     const bool direct = goes_direct(nbytes(output));

@@ -29,9 +29,10 @@
 // (each member counts what it issued in its control block); others are queued (task_queue.h)
 // and the op returns at once: the progress thread runs them, or the thread that waits one when
 // it is next. A large all_to_all, and the root of a large broadcast, whose peers have all issued
-// it run inside the call the part that reads the input and queue the rest (submit_split): the
-// input then needs no copy (a queued collective reads a copy of a functional op's input, whose
-// caller may write it once the op returns; see kept). A caller thus never blocks on a
+// it run inside the call the part that reads the input and queue the rest (submit_split), and a
+// large out-of-place all_reduce of a private input whose peers have all issued it runs inside the
+// call: the input then needs no copy (a queued collective reads a copy of a functional op's
+// input, whose caller may write it once the op returns; see kept). A caller thus never blocks on a
 // peer that has not issued the collective: that peer may be blocked itself, in a call on another
 // tag that waits for this member's next call, and a queued collective completes whatever the
 // callers do. The ordering rule, as NCCL has one: every member must issue the collectives of one
