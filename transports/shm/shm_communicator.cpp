@@ -195,7 +195,11 @@ class ShmCommunicator final : public Communicator {
       return completed();
     }
     const bool direct = goes_direct(nbytes(input));
-    Turn turn = order_.take_turn("reduce_scatter", nbytes(input));
+    // As all_reduce_into: run in the call rather than snapshot a private input that the caller
+    // may write once the op returns (the direct path copies only the blocks the peers read).
+    const bool snapshots = InputsReusedOnReturn::active() && !reads_in_place(input);
+    Turn turn = order_.take_turn("reduce_scatter", nbytes(input), /*splits=*/snapshots);
+    turn.in_call = turn.in_call || (snapshots && turn.peers_ready);
     const at::Tensor sent = kept(turn, input);
     return order_.submit(std::move(turn), [this, output, input = sent, reduce_op, direct] {
       at::AutoDispatchBelowADInplaceOrView below;

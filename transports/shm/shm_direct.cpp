@@ -271,17 +271,23 @@ bool DirectCollectives::reduce_scatter(const at::Tensor& output, const at::Tenso
   const size_t element = output.element_size();
   const size_t block = nbytes(output);  // each member's share
   const auto attach_ends = attach_ends_on_return();
+  const int64_t n = members_.size();
+  const int64_t rank = members_.rank();
+  const size_t mine = static_cast<size_t>(rank) * block;
   at::Tensor staged;
-  const Placement input_at = place(input, staged, /*copy=*/true);
+  const Placement input_at = place(input, staged, /*copy=*/false);
+  if (staged.defined()) {
+    // The peers read the other blocks of a staged input; this member reads its own block where
+    // it is, so that block is not copied.
+    stream_copy_outside(staged.data_ptr(), input.data_ptr(), block * n, mine, mine + block,
+                        streaming(block * n));
+  }
   const uint64_t detail =
       (block * 131 + static_cast<uint64_t>(dtype)) * 31 + static_cast<uint64_t>(asked);
   if (!agree("reduce_scatter", OpCode::kReduceScatter, detail, input_at, {}, everyone, nobody,
              block * static_cast<uint64_t>(members_.size()), 0)) {
     return false;
   }
-  const int64_t n = members_.size();
-  const int64_t rank = members_.rank();
-  const size_t mine = static_cast<size_t>(rank) * block;
   const size_t piece = std::max(element, kPieceBytes / element * element);
   std::vector<const char*> sources(n);
   for (size_t off = 0; off < block; off += piece) {
