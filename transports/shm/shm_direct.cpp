@@ -1,15 +1,14 @@
-// See shm_direct.h.
+// See shm_direct.h: the collectives; how a member reaches its peers' tensors is in
+// shm_direct_access.cpp.
 #include "transports/shm/shm_direct.h"
 
 #include <ATen/ATen.h>
 
 #include "transports/byte_reduce.h"
-#include "transports/shm/cross_memory.h"
 #include "transports/shm/shm_checks.h"
 #include "transports/shm/stream_copy.h"
 
-#include <cerrno>
-#include <cstring>
+#include <string>
 
 namespace c10d_func::shm {
 namespace {
@@ -19,11 +18,6 @@ namespace {
 constexpr size_t kPieceBytes = size_t{256} << 10;
 // A pipelined copy (broadcast) takes at most this many steps.
 constexpr size_t kMaxPieces = 64;
-// A private tensor at least this large is attached rather than copied into the pool. Measured on
-// a 2-core VM, in-place dist.all_reduce through the backend: attached 5.0-5.4 ms at 32 MiB and
-// 8.8-9.2 ms at 64 MiB against 9.5-10.1 and 16.7-17.2 ms copied; at 2 MiB, 0.7 ms against 0.2
-// (process_vm_readv pins pages per call: it pays off once the copy it saves is large).
-constexpr size_t kAttachFromBytes = size_t{16} << 20;
 // The longest split any directory entry may claim (256 TiB): far above any real one, and low
 // enough that a member's sum of them cannot overflow.
 constexpr uint64_t kMaxSplitBytes = uint64_t{1} << 48;
@@ -56,49 +50,6 @@ char* scratch_for(int64_t member, size_t bytes) {
 }
 
 }  // namespace
-
-DirectCollectives::Placement DirectCollectives::place(const at::Tensor& tensor, at::Tensor& staged,
-                                                      bool copy) {
-  const size_t bytes = nbytes(tensor);
-  if (bytes == 0) {
-    return {0, 0};
-  }
-  if (auto offset = pool_->offset_in_segment(tensor)) {
-    return {static_cast<int64_t>(*offset), 0};
-  }
-  if (cross_memory_ && bytes >= kAttachFromBytes) {
-    if (!attach_) {  // the peers may attach from before they learn the address to the end
-      std::vector<pid_t> peers;
-      for (int64_t m = 0; m < members_.size(); ++m) {
-        if (m != members_.rank()) {
-          peers.push_back(members_.pid_of(m));
-        }
-      }
-      attach_ = std::make_shared<AttachPermission>(peers);
-    }
-    return {kAttached, reinterpret_cast<uint64_t>(tensor.data_ptr())};
-  }
-  auto block = pool_->allocate({static_cast<int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte),
-                               /*user_owned=*/false);
-  if (!block) {
-    return {kUnplaced, 0};
-  }
-  if (copy) {
-    stream_copy(block->data_ptr(), tensor.data_ptr(), bytes, streaming(bytes));
-  }
-  staged = *block;
-  return {static_cast<int64_t>(*pool_->offset_in_segment(staged)), 0};
-}
-
-void DirectCollectives::check_placed(const char* op, int64_t m, int64_t exposed, uint64_t bytes,
-                                     const char* what) {
-  const std::string wrong =
-      check_placement(exposed, bytes, cross_memory_, regions_begin_, segment_end_);
-  if (!wrong.empty()) {
-    members_.fail(op, members_.name_of(m) + " published a bad place for its " + what + ": " +
-                          wrong + " (a corrupted or version-skewed peer)");
-  }
-}
 
 template <typename InputNeeded, typename OutputNeeded>
 bool DirectCollectives::agree(const char* op, OpCode code, uint64_t detail, Placement input,
@@ -138,46 +89,6 @@ bool DirectCollectives::agree(const char* op, OpCode code, uint64_t detail, Plac
   return true;
 }
 
-void DirectCollectives::read_input(const char* op, int64_t m, size_t offset, void* to, size_t bytes,
-                                   bool streams) {
-  const MemberControl& peer = members_.control(m);
-  if (attached(peer.exposed_input)) {
-    if (!read_from(members_.pid_of(m), to,
-                   peer.input_address.load(std::memory_order_relaxed) + offset, bytes)) {
-      members_.fail(
-          op, "cross-memory read from " + members_.name_of(m) + " failed: " + std::strerror(errno));
-    }
-    return;
-  }
-  stream_copy(to, pool_->base() + peer.exposed_input.load(std::memory_order_relaxed) + offset,
-              bytes, streams);
-}
-
-const char* DirectCollectives::input_piece(const char* op, int64_t m, size_t offset, size_t bytes,
-                                           char* scratch) {
-  const MemberControl& peer = members_.control(m);
-  if (attached(peer.exposed_input)) {
-    read_input(op, m, offset, scratch, bytes, false);
-    return scratch;
-  }
-  return pool_->base() + peer.exposed_input.load(std::memory_order_relaxed) + offset;
-}
-
-void DirectCollectives::write_output(const char* op, int64_t m, size_t offset, const void* from,
-                                     size_t bytes, bool streams) {
-  const MemberControl& peer = members_.control(m);
-  if (attached(peer.exposed_output)) {
-    if (!write_to(members_.pid_of(m), peer.output_address.load(std::memory_order_relaxed) + offset,
-                  from, bytes)) {
-      members_.fail(
-          op, "cross-memory write to " + members_.name_of(m) + " failed: " + std::strerror(errno));
-    }
-    return;
-  }
-  stream_copy(pool_->base() + peer.exposed_output.load(std::memory_order_relaxed) + offset, from,
-              bytes, streams);
-}
-
 bool DirectCollectives::all_reduce(const at::Tensor& output, const at::Tensor& input, ReduceOp op,
                                    ReduceOp asked, bool divide) {
   const auto dtype = output.scalar_type();
@@ -195,12 +106,7 @@ bool DirectCollectives::all_reduce(const at::Tensor& output, const at::Tensor& i
   const size_t piece = std::max(element, kPieceBytes / element * element);
   const bool streams = streaming(total);
   at::Tensor staged_input, staged_output;
-  const Placement input_at = place(input, staged_input, /*copy=*/false);
-  if (staged_input.defined()) {
-    // The peers read the other slices of a staged input; this member reads its own slice where
-    // it is, so that slice is not copied.
-    stream_copy_outside(staged_input.data_ptr(), input.data_ptr(), total, begin, end, streams);
-  }
+  const Placement input_at = place_for_peers(input, staged_input, begin, end);
   const Placement output_at = in_place ? input_at : place(output, staged_output, /*copy=*/false);
   const uint64_t detail =
       (total * 131 + static_cast<uint64_t>(dtype)) * 31 + static_cast<uint64_t>(asked);
@@ -275,13 +181,7 @@ bool DirectCollectives::reduce_scatter(const at::Tensor& output, const at::Tenso
   const int64_t rank = members_.rank();
   const size_t mine = static_cast<size_t>(rank) * block;
   at::Tensor staged;
-  const Placement input_at = place(input, staged, /*copy=*/false);
-  if (staged.defined()) {
-    // The peers read the other blocks of a staged input; this member reads its own block where
-    // it is, so that block is not copied.
-    stream_copy_outside(staged.data_ptr(), input.data_ptr(), block * n, mine, mine + block,
-                        streaming(block * n));
-  }
+  const Placement input_at = place_for_peers(input, staged, mine, mine + block);
   const uint64_t detail =
       (block * 131 + static_cast<uint64_t>(dtype)) * 31 + static_cast<uint64_t>(asked);
   if (!agree("reduce_scatter", OpCode::kReduceScatter, detail, input_at, {}, everyone, nobody,

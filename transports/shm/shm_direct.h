@@ -81,6 +81,10 @@ class DirectCollectives {
   // attach, else copied (when `copy`) into a pool block kept in `staged`; kUnplaced when no
   // room is left.
   Placement place(const at::Tensor& tensor, at::Tensor& staged, bool copy);
+  // place() for an input whose bytes [own_begin, own_end) only this member reads, where they
+  // are: a staged copy holds the rest, what the peers read.
+  Placement place_for_peers(const at::Tensor& input, at::Tensor& staged, size_t own_begin,
+                            size_t own_end);
   // Publishes this member's placements, passes the first barrier and says whether every member
   // placed what the collective needs (`input_needed(m)` / `output_needed(m)` of member m); a
   // needed placement that could not hold `input_bytes` / `output_bytes` fails the collective on
