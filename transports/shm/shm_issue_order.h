@@ -40,7 +40,8 @@ class IssueOrder {
   void stop() { queue_->stop(); }
 
   // A collective of `bytes` named `op`. `splits`: a large collective that can do the part that
-  // reads its input inside the call waits up to what a copy of that input would take for its
+  // reads its input inside the call (all_to_all, a broadcast root; all of it for an out-of-place
+  // all_reduce or a reduce_scatter) waits up to what a copy of that input would take for its
   // peers to issue it too.
   Turn take_turn(const char* op, size_t bytes, bool splits = false);
 
