@@ -88,6 +88,16 @@ class ShmCommunicator final : public Communicator {
     return pool_->is_user_owned(input) && input.is_contiguous();
   }
 
+  // The turn of an all_reduce or reduce_scatter that, queued, would snapshot its private input
+  // (`would_snapshot`): a full copy, more than a member spends reading the input where it is (the
+  // direct path copies only the parts the peers read). So when every peer has issued the
+  // collective (waited for as long as that copy would take), it runs in the call.
+  Turn turn_instead_of_snapshot(const char* op, size_t bytes, bool would_snapshot) {
+    Turn turn = order_.take_turn(op, bytes, /*splits=*/would_snapshot);
+    turn.in_call = turn.in_call || (would_snapshot && turn.peers_ready);
+    return turn;
+  }
+
   // Outputs of large collectives live in symmetric memory: the members write them in place.
   at::Tensor new_output(at::IntArrayRef sizes, const at::TensorOptions& options) override {
     if (c10::multiply_integers(sizes) * options.dtype().itemsize() > kInlineBytes) {
@@ -126,12 +136,8 @@ class ShmCommunicator final : public Communicator {
     if (output.numel() == 0) {
       return completed();
     }
-    // A private input read after the call would need a snapshot: a full copy, more than a
-    // member spends reading it where it is. So when every peer has issued the collective (waited
-    // for as long as that copy would take), it runs in the call.
-    const bool private_input = !input.is_same(output) && !reads_in_place(input);
-    Turn turn = order_.take_turn("all_reduce", nbytes(output), /*splits=*/private_input);
-    turn.in_call = turn.in_call || (private_input && turn.peers_ready);
+    Turn turn = turn_instead_of_snapshot("all_reduce", nbytes(output),
+                                         !input.is_same(output) && !reads_in_place(input));
     at::Tensor source = turn.in_call || input.is_same(output) ? input : snapshot(input);
     const bool converts = staged_as_copy(output.scalar_type());
     const bool direct = goes_direct(nbytes(output));
@@ -195,11 +201,8 @@ class ShmCommunicator final : public Communicator {
       return completed();
     }
     const bool direct = goes_direct(nbytes(input));
-    // As all_reduce_into: run in the call rather than snapshot a private input that the caller
-    // may write once the op returns (the direct path copies only the blocks the peers read).
-    const bool snapshots = InputsReusedOnReturn::active() && !reads_in_place(input);
-    Turn turn = order_.take_turn("reduce_scatter", nbytes(input), /*splits=*/snapshots);
-    turn.in_call = turn.in_call || (snapshots && turn.peers_ready);
+    Turn turn = turn_instead_of_snapshot("reduce_scatter", nbytes(input),
+                                         InputsReusedOnReturn::active() && !reads_in_place(input));
     const at::Tensor sent = kept(turn, input);
     return order_.submit(std::move(turn), [this, output, input = sent, reduce_op, direct] {
       at::AutoDispatchBelowADInplaceOrView below;
