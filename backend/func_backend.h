@@ -98,6 +98,14 @@ class FuncBackend final : public c10d::Backend {
   // split it.
   void eagerConnectSingleDevice(at::Device device) override;
 
+  // torch's Backend.allocate_tensor, which FSDP2 calls for its all_gather and reduce_scatter
+  // buffers after `set_allocate_memory_from_process_group_for_comm(True)`: a CPU tensor in the
+  // group's symmetric host memory (docs/symmetric_memory.md), which those collectives read and
+  // write in place instead of copying it into the pool (ordinary memory where the transport has
+  // none). torch asks by device index alone; only a CPU device has none (-1).
+  bool supportsTensorAlloc(c10::DeviceIndex device_index) override { return device_index < 0; }
+  at::Tensor allocateTensor(long size, at::TensorOptions options) override;
+
   // Gloo's monitored_barrier: rank 0 names the members that did not arrive within the timeout
   // (the first, or all of them with wait_all_ranks); monitored_barrier.h.
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;

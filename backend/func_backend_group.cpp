@@ -146,6 +146,14 @@ void FuncBackend::setTimeout(std::chrono::milliseconds timeout) {
   point_to_point_.set_timeout(timeout);
 }
 
+at::Tensor FuncBackend::allocateTensor(long size, at::TensorOptions options) {
+  TORCH_CHECK(size >= 0, kPrefix, "allocate_tensor: the size must be non-negative, got ", size);
+  TORCH_CHECK(options.device().is_cpu(), kPrefix,
+              "allocate_tensor serves CPU tensors (symmetric host memory), not ", options.device(),
+              "; supports_tensor_alloc says so for a device with an index");
+  return communicator(options.device(), "allocate_tensor")->new_symmetric({size}, options);
+}
+
 c10::intrusive_ptr<c10d::Backend::Options> FuncBackend::getBackendOptions() {
   auto options = c10::make_intrusive<Options>();
   options->timeout = timeout();

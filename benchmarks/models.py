@@ -312,6 +312,14 @@ def build_fsdp2_training(dim: int, compiled: bool, device: str = "cpu") -> Calla
     for block in model.layers:
         fully_shard(block)
     fully_shard(model)
+    # On CPU every backend is asked for FSDP2's all_gather and reduce_scatter buffers, as a user
+    # of a backend with communication memory asks (torch 2.9+): c10d_func hands out symmetric
+    # host memory, which those collectives read and write in place; gloo and fake have none to
+    # give, so FSDP2 allocates as it always does. (On CUDA, NCCL would hand out its own: left
+    # off, so the reference stays torch's default.)
+    for module in model.modules() if device == "cpu" else ():  # each has its own param group
+        if hasattr(module, "set_allocate_memory_from_process_group_for_comm"):
+            module.set_allocate_memory_from_process_group_for_comm(True)
     return training_step(model, model.parameters(), device)
 
 

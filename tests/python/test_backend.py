@@ -555,32 +555,118 @@ def test_ddp_trains_as_on_gloo(backend_pool):
     assert_no_failures(backend_pool.run(body_ddp, timeout=180))
 
 
+def cpu_memory_of_world() -> dict[str, int] | None:
+    """The symmetric-memory counters of the world group's CPU communicator; None where its
+    transport has no symmetric memory (Gloo)."""
+    tag = f"ptd:{dist.group.WORLD.group_name}"
+    (group,) = [g for g in c10d_func.groups() if g["tag"] == tag and g["device"] == "cpu"]
+    return group["memory"] if group["backend"] == "shm" else None
+
+
 def body_fsdp(rank: int, world_size: int) -> list[str]:
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.fsdp import fully_shard
 
     check = Check(rank)
     gloo = dist.new_group(backend="gloo")
+    device = torch.get_default_device().type
+    # The third run: FSDP2's comm buffers from this backend's allocate_tensor (torch 2.9+).
+    runs = [(dist.group.WORLD, False), (gloo, False), (dist.group.WORLD, True)]
     results = []
-    for group in (dist.group.WORLD, gloo):
-        mesh = DeviceMesh.from_group(group, torch.get_default_device().type)
+    allocations = []
+    for group, from_group in runs:
+        mesh = DeviceMesh.from_group(group, device)
         model = _mlp(0)
         for layer in model:
             if isinstance(layer, torch.nn.Linear):
                 fully_shard(layer, mesh=mesh)
         fully_shard(model, mesh=mesh)
+        if from_group:
+            if not hasattr(model, "set_allocate_memory_from_process_group_for_comm"):
+                break  # this torch's FSDP2 cannot ask a group for its buffers
+            for module in model.modules():  # each module's own parameter group
+                if hasattr(module, "set_allocate_memory_from_process_group_for_comm"):
+                    module.set_allocate_memory_from_process_group_for_comm(True)
+        before = cpu_memory_of_world() if device == "cpu" else None
         params = _train(model, 3, rank, world_size)
         results.append(
             [p.full_tensor() if hasattr(p, "full_tensor") else p for p in model.parameters()]
         )
+        if before is not None:
+            after = cpu_memory_of_world()
+            allocations.append(
+                sum(after[k] - before[k] for k in ("allocations", "reuses", "fallbacks"))
+            )
         del params
-    for i, (a, b) in enumerate(zip(*results)):
+    for run in range(2, len(results)):
+        for i, (a, b) in enumerate(zip(results[run], results[1])):
+            check.same(
+                f"FSDP2 parameter {i} ({'buffers from the group' if run == 2 else 'default'}) "
+                "vs FSDP2 on gloo",
+                a.detach(),
+                b.detach(),
+                exact=False,
+            )
+    for i, (a, b) in enumerate(zip(results[0], results[1])):
         check.same(f"FSDP2 parameter {i} vs FSDP2 on gloo", a.detach(), b.detach(), exact=False)
+    if len(allocations) == 3:
+        # Asked for its buffers, the group hands FSDP2 blocks of its symmetric memory: more
+        # blocks than the run that allocated them with torch.empty (its outputs' only).
+        check.true(
+            f"FSDP2 buffers from symmetric memory (allocations {allocations})",
+            allocations[2] > allocations[0],
+        )
     return check.failures
 
 
 def test_fsdp2_trains_as_on_gloo(backend_pool):
     assert_no_failures(backend_pool.run(body_fsdp, timeout=180))
+
+
+def body_allocate_tensor(rank: int, world_size: int) -> list[str]:
+    check = Check(rank)
+    backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+    check.true("supports_tensor_alloc(cpu)", backend.supports_tensor_alloc(torch.device("cpu")))
+    check.true(
+        "no tensor alloc on cuda:0",
+        not backend.supports_tensor_alloc(torch.device("cuda", 0)),
+    )
+    n = 1 << 18  # 1 MiB of float32: the direct path, reading the tensor where it lies
+    before = cpu_memory_of_world()
+    t = backend.allocate_tensor(n, dtype=torch.float32, device=torch.device("cpu"))
+    check.true(
+        f"allocate_tensor's tensor {t.shape} {t.dtype} {t.device}",
+        t.shape == (n,) and t.dtype == torch.float32 and t.device.type == "cpu",
+    )
+    if before is not None:
+        after = cpu_memory_of_world()
+        check.true(
+            f"allocate_tensor took {n * 4} bytes of symmetric memory ({before} -> {after})",
+            after["in_use_bytes"] >= before["in_use_bytes"] + n * 4,
+        )
+    every = inputs(world_size, (n,), torch.float32, 93)
+    t.copy_(every[rank])
+    dist.all_reduce(t)
+    check.same("all_reduce of an allocate_tensor tensor", t, sum(every))
+    gathered = backend.allocate_tensor(
+        n * world_size, dtype=torch.float32, device=torch.device("cpu")
+    )
+    dist.all_gather_into_tensor(gathered, every[rank])
+    check.same("all_gather into an allocate_tensor tensor", gathered, torch.cat(every))
+    for device, size, expected in (
+        (torch.device("cuda", 0), 4, "allocate_tensor serves CPU tensors"),
+        (torch.device("cpu"), -1, "the size must be non-negative, got -1"),
+    ):
+        try:
+            backend.allocate_tensor(size, dtype=torch.float32, device=device)
+            check.true(f"allocate_tensor({size}, {device}) raised", False)
+        except RuntimeError as error:
+            check.true(f"allocate_tensor({size}, {device}): {error}", expected in str(error))
+    return check.failures
+
+
+def test_allocate_tensor_gives_symmetric_memory(backend_pool):
+    assert_no_failures(backend_pool.run(body_allocate_tensor, timeout=120))
 
 
 # ---------------------------------------------------------------------------------- split_group
