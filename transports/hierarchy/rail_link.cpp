@@ -226,10 +226,10 @@ std::unique_ptr<RailLink> RailLink::connect(const Rendezvous& rendezvous, const 
   return std::unique_ptr<RailLink>(new RailLink(rendezvous, name, std::move(sockets)));
 }
 
-void RailLink::fold_from_peer(const at::Tensor& window, ReduceOp op) {
+void RailLink::fold_from_peer(const at::Tensor& window, const at::Tensor& into, ReduceOp op) {
   const size_t bytes = static_cast<size_t>(window.numel()) * window.element_size();
   const size_t element = window.element_size();
-  char* const mine = static_cast<char*>(window.data_ptr());
+  char* const mine = static_cast<char*>(into.data_ptr());
   const int64_t peer = 1 - position_;
   size_t folded = 0;
   exchange(window, [&](size_t ready) {
@@ -263,11 +263,7 @@ void RailLink::all_reduce(const at::Tensor& buffer, ReduceOp op) {
   if (size() == 2) {
     // One peer: fold its bytes into the buffer as they come, once they have also been sent, a
     // window at a time (the inbox never holds more than a window).
-    const int64_t per_window = std::max<int64_t>(kWindowBytes / buffer.element_size(), 1);
-    const at::Tensor flat = buffer.view(-1);
-    for (int64_t start = 0; start < flat.numel(); start += per_window) {
-      fold_from_peer(flat.narrow(0, start, std::min(per_window, flat.numel() - start)), op);
-    }
+    reduce_with_peer(buffer, buffer, op);
     return;
   }
   const size_t bytes = static_cast<size_t>(buffer.numel()) * buffer.element_size();
@@ -284,6 +280,20 @@ void RailLink::all_reduce(const at::Tensor& buffer, ReduceOp op) {
   at::Tensor result = at::empty_like(buffer);
   reduce_into(result.data_ptr(), std::move(sources), buffer.numel(), buffer.scalar_type(), op);
   buffer.copy_(result);
+}
+
+void RailLink::reduce_with_peer(const at::Tensor& send, const at::Tensor& into, ReduceOp op) {
+  TORCH_INTERNAL_ASSERT(size() == 2 && send.numel() == into.numel() &&
+                            send.scalar_type() == into.scalar_type() && send.is_contiguous() &&
+                            into.is_contiguous(),
+                        "rail link: reduce_with_peer between ", size(), " hosts");
+  const int64_t per_window = std::max<int64_t>(kWindowBytes / send.element_size(), 1);
+  const at::Tensor from = send.view(-1);
+  const at::Tensor to = into.view(-1);
+  for (int64_t start = 0; start < from.numel(); start += per_window) {
+    const int64_t length = std::min(per_window, from.numel() - start);
+    fold_from_peer(from.narrow(0, start, length), to.narrow(0, start, length), op);
+  }
 }
 
 void RailLink::exchange(const at::Tensor& buffer,

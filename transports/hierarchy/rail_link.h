@@ -1,14 +1,14 @@
 #pragma once
 // A rail's link: one TCP connection between every two members of a rail (one member per host,
 // of equal local index; rail 0 is the hosts' first members, their "leaders"), for the
-// hierarchy's all_reduces between hosts. Each member sends its buffer to every other member of
-// the rail and reduces what it receives, from the thread already running the collective, in one
-// round: a small message costs its round trips and thread hand-offs, not its bytes, and Gloo's
-// ring takes several rounds and hands each collective to a thread of its own. Between two hosts
-// one round is also what the bytes need (each side sends its buffer once, as a ring would), so
-// large messages use it too: sent from the caller's buffer in windows of at most 8 MiB,
-// received into buffers kept across collectives (a window each), and reduced in place as the
-// bytes arrive.
+// hierarchy's all_reduces between hosts (and, between two hosts, its reduce_scatters). Each member
+// sends its buffer to every other member of the rail and reduces what it receives, from the thread
+// already running the collective, in one round: a small message costs its round trips and thread
+// hand-offs, not its bytes, and Gloo's ring takes several rounds and hands each collective to a
+// thread of its own. Between two hosts one round is also what the bytes need (each side sends its
+// buffer once, as a ring would), so large messages use it too: sent from the caller's buffer in
+// windows of at most 8 MiB, received into buffers kept across collectives (a window each), and
+// reduced in place as the bytes arrive.
 //
 // Every member reduces the hosts' buffers in host order, so all hosts hold the same bits (two
 // hosts: the one binary reduction is commutative, so in place is the same bits). Each message
@@ -46,14 +46,20 @@ class RailLink {
   // every member's buffer. Blocks; raises naming the peer on a failure.
   void all_reduce(const at::Tensor& buffer, ReduceOp op);
 
+  // Two hosts: sends `send` to the peer and folds what the peer sends (as many bytes) into
+  // `into`, in place: with `send` the peer's part and `into` this member's own, a reduce_scatter
+  // between two hosts in one exchange (each side sends only what the other keeps); with both the
+  // same tensor, all_reduce. Contiguous tensors of one dtype and size.
+  void reduce_with_peer(const at::Tensor& send, const at::Tensor& into, ReduceOp op);
+
   // Bounds the exchanges that start from now on (any thread may call it).
   void set_timeout(std::chrono::milliseconds timeout) { timeout_.set(timeout); }
 
  private:
   RailLink(const Rendezvous& rendezvous, std::string name, std::vector<int> sockets);
-  // Two hosts: `window` (at most kWindowBytes) becomes the reduction of both members' windows,
-  // folded in place as the peer's bytes arrive.
-  void fold_from_peer(const at::Tensor& window, ReduceOp op);
+  // Two hosts: sends `window` (at most kWindowBytes) and folds the peer's window into `into`
+  // (`window` itself for all_reduce) as its bytes arrive.
+  void fold_from_peer(const at::Tensor& window, const at::Tensor& into, ReduceOp op);
   // Sends and receives until every peer has every byte, calling `received_up_to(bytes)` as the
   // payload both sent to and received from every peer grows.
   void exchange(const at::Tensor& buffer, const std::function<void(size_t)>& received_up_to);
