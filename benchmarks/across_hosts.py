@@ -1,19 +1,23 @@
-"""all_reduce across test hosts: c10d_func's hierarchical collectives (shared memory inside each
-host; between hosts, each rail's own TCP link: the hosts' first ranks up to 1 MiB, every rail
-above), called through the eager API and as compiled code calls them (the op and its wait),
-against c10d_func on flat Gloo, classic `dist.all_reduce` on a c10d_func group (the
-backend, which runs on the same hierarchical communicator), torch's functional collectives and
-classic `dist.all_reduce` (both on torch's Gloo group), in the same run, on 2 hosts x 2 ranks made of
-network namespaces joined by a veth pair (tests/python/hosts.py; needs root), once with
-the link limited to 10 Gb/s (tc tbf) and once unlimited.
+"""all_reduce (or, with --op, all_gather or reduce_scatter: FSDP's collectives) across test
+hosts: c10d_func's hierarchical collectives (shared memory inside each host; between hosts, each
+rail's own TCP link), called through the eager API and as compiled code calls them (the op and its
+wait), against c10d_func on flat Gloo, classic `dist.*` on a c10d_func group (the backend, which
+runs on the same hierarchical communicator), torch's functional collectives and classic `dist.*`
+(both on torch's Gloo group), in the same run, on 2 hosts x 2 ranks made of network namespaces
+joined by a veth pair (tests/python/hosts.py; needs root), once with the link limited to 10 Gb/s
+(tc tbf) and once unlimited.
 
-    sudo python -m benchmarks.across_hosts [--iters 20] [--out benchmarks/results/hosts2]
+    sudo python -m benchmarks.across_hosts [--op all_reduce] [--iters 20] [--out DIR]
+
+A size is the whole buffer: all_reduce's, all_gather's output, reduce_scatter's input (each rank
+gives or keeps a quarter of it).
 
 Two measures, after a warm-up, as rank 0 sees them: the median time of one call (each rank starting
 together after a barrier; the implementations take turns call by call), and the time per call of
 `iters` calls back to back (each waited before the next): the median over 5 such blocks, the
 implementations taking turns block by block, of each block's mean. Ratios are against c10d_func
-hierarchical. Writes results.json and results.md to --out.
+hierarchical. Writes results.json and results.md to --out (default benchmarks/results/hosts2 for
+all_reduce, hosts2_<op> for the others).
 """
 
 from __future__ import annotations
@@ -32,17 +36,92 @@ TESTS = HERE.parent / "tests" / "python"
 SIZES = [8, 64 << 10, 1 << 20, 8 << 20, 16 << 20]
 # Blocks of calls back to back per implementation and size (the median block mean is kept).
 BLOCKS = 5
-IMPLS = [
-    "c10d_func hierarchical",
-    "c10d_func ops, as compiled code calls them",
-    "c10d_func flat Gloo",
-    "dist.all_reduce (c10d_func)",
-    "torch funcol (Gloo)",
-    "dist.all_reduce (Gloo)",
-]
+OPS = ["all_reduce", "all_gather", "reduce_scatter"]
+# The classic call of each op, for the columns' names.
+CLASSIC = {
+    "all_reduce": "all_reduce",
+    "all_gather": "all_gather_into_tensor",
+    "reduce_scatter": "reduce_scatter_tensor",
+}
 
 
-def rank_main(iters: int) -> None:
+def impls(op: str) -> list[str]:
+    return [
+        "c10d_func hierarchical",
+        "c10d_func ops, as compiled code calls them",
+        "c10d_func flat Gloo",
+        f"dist.{CLASSIC[op]} (c10d_func)",
+        "torch funcol (Gloo)",
+        f"dist.{CLASSIC[op]} (Gloo)",
+    ]
+
+
+def make_calls(op: str, everyone: list[int], backend_group) -> dict:
+    """Each implementation's call of `op` on a rank's input (the whole buffer for all_reduce and
+    reduce_scatter; for all_gather this rank's block, a quarter of the output)."""
+    import c10d_func
+    import torch
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as torch_funcol
+
+    ops = torch.ops.c10d_func
+    world = len(everyone)
+    if op == "all_reduce":
+
+        def eager(x, tag):
+            return c10d_func.all_reduce(x, "sum", everyone, tag).wait()
+
+        def as_compiled(x):
+            return ops.wait_tensor(ops.all_reduce(x, "sum", "hier", everyone, world))
+
+        def classic(x, group):
+            return dist.all_reduce(x, group=group)
+
+        def torch_eager(x):
+            return torch_funcol.all_reduce(x, "sum", dist.group.WORLD).wait()
+
+    elif op == "all_gather":
+
+        def eager(x, tag):
+            return c10d_func.all_gather_tensor(x, 0, everyone, tag).wait()
+
+        def as_compiled(x):
+            return ops.wait_tensor(ops.all_gather_into_tensor(x, "hier", everyone, world))
+
+        def classic(x, group):
+            return dist.all_gather_into_tensor(x.new_empty(world * x.numel()), x, group=group)
+
+        def torch_eager(x):
+            return torch_funcol.all_gather_tensor(x, 0, dist.group.WORLD).wait()
+
+    else:
+
+        def eager(x, tag):
+            return c10d_func.reduce_scatter_tensor(x, "sum", 0, everyone, tag).wait()
+
+        def as_compiled(x):
+            return ops.wait_tensor(ops.reduce_scatter_tensor(x, "sum", "hier", everyone, world))
+
+        def classic(x, group):
+            return dist.reduce_scatter_tensor(x.new_empty(x.numel() // world), x, group=group)
+
+        def torch_eager(x):
+            return torch_funcol.reduce_scatter_tensor(x, "sum", 0, dist.group.WORLD).wait()
+
+    # In impls(op)'s order. "As compiled": what a torch.compile'd or exported program runs, the
+    # op and its wait, without the eager API's AsyncCollectiveTensor and torch's wait_tensor.
+    calls = [
+        lambda x: eager(x, "hier"),
+        as_compiled,
+        lambda x: eager(x, "flat"),
+        lambda x: classic(x, backend_group),
+        torch_eager,
+        lambda x: classic(x, None),
+    ]
+    return dict(zip(impls(op), calls))
+
+
+def rank_main(op: str, iters: int) -> None:
     """One rank: times every implementation at every size; rank 0 prints the medians."""
     import torch
 
@@ -53,31 +132,20 @@ def rank_main(iters: int) -> None:
     os.environ["GLOO_SOCKET_IFNAME"] = names[0]
     import c10d_func
     import torch.distributed as dist
-    import torch.distributed._functional_collectives as torch_funcol
 
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     everyone = list(range(world))
     c10d_func.set_transport("gloo", "cpu", tag="flat")
     backend_group = dist.new_group(backend="c10d_func")
-    ops = torch.ops.c10d_func
-    calls = {
-        "c10d_func hierarchical": lambda x: c10d_func.all_reduce(x, "sum", everyone, "hier").wait(),
-        # What a torch.compile'd or exported program runs: the op and its wait, without the
-        # eager API's AsyncCollectiveTensor and torch's wait_tensor.
-        "c10d_func ops, as compiled code calls them": lambda x: ops.wait_tensor(
-            ops.all_reduce(x, "sum", "hier", everyone, world)
-        ),
-        "c10d_func flat Gloo": lambda x: c10d_func.all_reduce(x, "sum", everyone, "flat").wait(),
-        "dist.all_reduce (c10d_func)": lambda x: dist.all_reduce(x, group=backend_group),
-        "torch funcol (Gloo)": lambda x: torch_funcol.all_reduce(x, "sum", dist.group.WORLD).wait(),
-        "dist.all_reduce (Gloo)": lambda x: dist.all_reduce(x),
-    }
+    calls = make_calls(op, everyone, backend_group)
     single: dict[str, dict[str, float]] = {}
     back_to_back: dict[str, dict[str, float]] = {}
     names = list(calls)
-    for size in SIZES:
-        x = torch.ones(max(size // 4, 2))
+    for size in sizes_of(op):
+        # all_gather's input is this rank's block of the output.
+        numel = max(size // 4, 2)
+        x = torch.ones(numel // world if op == "all_gather" else numel)
         for call in calls.values():
             for _ in range(3):
                 call(x.clone())
@@ -137,31 +205,48 @@ def human(size: int) -> str:
     return f"{size} B"
 
 
-MEASURES = {
-    "us": "median µs of one all_reduce, the ranks starting together after a barrier",
-    "back_to_back_us": "µs per all_reduce over calls back to back, each waited (median of 5 blocks' means)",
-}
+def sizes_of(op: str) -> list[int]:
+    # all_gather's and reduce_scatter's smallest buffer holds one 4-byte element per rank.
+    return SIZES if op == "all_reduce" else [64] + SIZES[1:]
 
 
-def table(runs: dict[str, dict]) -> str:
+def measures(op: str) -> dict[str, str]:
+    return {
+        "us": f"median µs of one {op}, the ranks starting together after a barrier",
+        "back_to_back_us": f"µs per {op} over calls back to back, each waited (median of 5 "
+        "blocks' means)",
+    }
+
+
+def table(runs: dict[str, dict], op: str) -> str:
     lines = []
     for link, result in runs.items():
-        for measure, what in MEASURES.items():
-            lines.extend(rows(f"{link}: {what}", result[measure]))
+        for measure, what in measures(op).items():
+            lines.extend(rows(f"{link}: {what}", result[measure], op))
             if result.get("gbit"):
-                lines.extend(link_rate(result[measure], result["gbit"]))
+                lines.extend(link_rate(result[measure], result["gbit"], op))
     return "\n".join(lines) + "\n"
 
 
-def link_rate(result: dict[str, dict[str, float]], gbit: float) -> list[str]:
-    """How close the hierarchical all_reduce comes to the link: between 2 hosts each host must
-    send the other its whole partial sum's worth (half in the reduce-scatter, half in the
-    all-gather), so `size` bytes each way take at least size / rate."""
-    lines = ["", "Link-rate fraction of c10d_func hierarchical (the floor: size / link rate):", ""]
-    for size in SIZES:
+def floor_bytes(size: int, op: str) -> int:
+    """What each of 2 hosts must send the other at least: an all_reduce its whole partial sum's
+    worth (half in the reduce-scatter, half in the all-gather); an all_gather its half of the
+    output; a reduce_scatter the other host's half of its partial sums."""
+    return size if op == "all_reduce" else size // 2
+
+
+def link_rate(result: dict[str, dict[str, float]], gbit: float, op: str) -> list[str]:
+    """How close the hierarchical collective comes to the link."""
+    what = "size" if op == "all_reduce" else "size / 2"
+    lines = [
+        "",
+        f"Link-rate fraction of c10d_func hierarchical (the floor: {what} / link rate):",
+        "",
+    ]
+    for size in sizes_of(op):
         if size >= 1 << 20:
-            floor_us = size / (gbit * 1e9 / 8) * 1e6
-            measured = result[str(size)][IMPLS[0]]
+            floor_us = floor_bytes(size, op) / (gbit * 1e9 / 8) * 1e6
+            measured = result[str(size)][impls(op)[0]]
             lines.append(
                 f"- {human(size)}: floor {floor_us:.0f} µs, measured {measured:.0f} µs: "
                 f"**{floor_us / measured:.0%}** of the link's rate"
@@ -169,17 +254,18 @@ def link_rate(result: dict[str, dict[str, float]], gbit: float) -> list[str]:
     return lines
 
 
-def rows(title: str, result: dict[str, dict[str, float]]) -> list[str]:
+def rows(title: str, result: dict[str, dict[str, float]], op: str) -> list[str]:
+    names = impls(op)
     lines = [
         f"\n**{title}** (2 hosts x 2 ranks; ratio = time / c10d_func hierarchical)\n",
-        "| size | " + " | ".join(IMPLS) + " |",
-        "|---|" + "---|" * len(IMPLS),
+        "| size | " + " | ".join(names) + " |",
+        "|---|" + "---|" * len(names),
     ]
-    for size in SIZES:
+    for size in sizes_of(op):
         row = result[str(size)]
-        base = row[IMPLS[0]]
-        cells = [f"{row[IMPLS[0]]:.0f}"] + [
-            f"{row[name]:.0f} ({row[name] / base:.2f}x)" for name in IMPLS[1:]
+        base = row[names[0]]
+        cells = [f"{base:.0f}"] + [
+            f"{row[name]:.0f} ({row[name] / base:.2f}x)" for name in names[1:]
         ]
         lines.append(f"| {human(size)} | " + " | ".join(cells) + " |")
     return lines
@@ -187,15 +273,19 @@ def rows(title: str, result: dict[str, dict[str, float]]) -> list[str]:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--rank":
-        rank_main(int(sys.argv[2]))
+        rank_main(sys.argv[2], int(sys.argv[3]))
         return
     parser = argparse.ArgumentParser(prog="python -m benchmarks.across_hosts", description=__doc__)
+    parser.add_argument("--op", choices=OPS, default="all_reduce")
     parser.add_argument("--iters", type=int, default=20)
-    parser.add_argument("--out", type=Path, default=HERE / "results" / "hosts2")
+    parser.add_argument("--out", type=Path, help="default: benchmarks/results/hosts2[_<op>]")
     parser.add_argument(
         "--links", choices=["both", "limited"], default="both", help="'limited': 10 Gb/s only"
     )
     args = parser.parse_args()
+    if args.out is None:
+        suffix = "" if args.op == "all_reduce" else f"_{args.op}"
+        args.out = HERE / "results" / f"hosts2{suffix}"
     sys.path.insert(0, str(TESTS))
     from hosts import TestHosts, available, host_results
 
@@ -211,7 +301,7 @@ def main() -> None:
             launchers = hosts.launch(
                 str(Path(__file__)),
                 [2, 2],
-                ["--rank", str(args.iters)],
+                ["--rank", args.op, str(args.iters)],
                 env={"PYTHONPATH": f"{HERE.parent}:{TESTS}"},
             )
             ranks, _ = host_results(launchers, timeout=900)
@@ -228,7 +318,7 @@ def main() -> None:
         )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(runs, indent=2))
-    markdown = table(runs)
+    markdown = table(runs, args.op)
     (args.out / "results.md").write_text(markdown)
     print(markdown)
 

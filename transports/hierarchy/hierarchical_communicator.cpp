@@ -37,11 +37,19 @@ struct Placement {
   std::vector<int64_t> host_of;      // chunk index -> host
   std::vector<int64_t> local_index;  // chunk index -> index among its host's members
 
+  // Hosts in order of their first member, each holding a contiguous run of member indices
+  // (0, 1 | 2, 3): set by place().
+  bool host_major = false;
+
   bool even() const {
     return std::all_of(hosts.begin(), hosts.end(),
                        [&](const auto& host) { return host.size() == hosts.front().size(); });
   }
 };
+
+// Below this many bytes of a whole all_gather output or reduce_scatter input, the host step is
+// one collective over a reordered copy: copying costs less than a second step's synchronization.
+constexpr int64_t kSplitHostStepBytes = int64_t{256} << 10;
 
 // The global ranks of the members on other hosts than the caller, for messages.
 std::vector<int64_t> members_elsewhere(const Placement& placement, const Rendezvous& rendezvous) {
@@ -67,7 +75,21 @@ Placement place(const std::vector<std::string>& host_ids) {
     placement.local_index.push_back(static_cast<int64_t>(placement.hosts[it->second].size()));
     placement.hosts[it->second].push_back(static_cast<int64_t>(m));
   }
+  int64_t next = 0;
+  placement.host_major = true;
+  for (const auto& members : placement.hosts) {
+    for (const int64_t member : members) {
+      placement.host_major = placement.host_major && member == next++;
+    }
+  }
   return placement;
+}
+
+// Whether the host step of an all_gather or reduce_scatter of `bytes` runs as one collective
+// per host, straight on the caller's buffer: members numbered host by host (as torchrun numbers
+// them), and a message large enough that the copy costs more than the extra steps.
+bool splits_host_step(const Placement& placement, int64_t bytes) {
+  return placement.host_major && bytes >= kSplitHostStepBytes;
 }
 
 // The rendezvous of the sub-group `indices` (chunk indices, in the sub-group's order) under
@@ -166,17 +188,32 @@ class HierarchicalCommunicator final : public Communicator {
       const int64_t block = input.numel();
       // Along the rail first, each member its own block, then inside the host: each host's
       // blocks cross the network once (gathering inside the host first would send every
-      // host's blocks along every rail). Blocks land in (local index, host) order; the host
-      // step reads the rail's result in place from symmetric memory.
-      auto along_rail = local_->new_output({hosts * block}, input.options());
-      wait_for(rail_->all_gather(along_rail, input.reshape(-1)));
-      auto in_host = local_->new_output({per_host * hosts * block}, input.options());
-      wait_for(local_->all_gather(in_host, along_rail));
-      auto blocks = in_host.view({per_host, hosts, block});
+      // host's blocks along every rail). The rail's result is row h = host h's block; the host
+      // step reads it in place from symmetric memory.
+      auto along_rail = local_->new_output({hosts, block}, input.options());
+      if (rail_link_) {
+        // Over the rail's own link at any number of hosts: each member sends its block to every
+        // other once, the bytes a ring sends, in one round and from the calling thread (Gloo's
+        // all_gather took about twice what the bytes need on a 10 Gb/s link).
+        rail_link_->all_gather(input.contiguous().view(-1), along_rail);
+      } else {
+        wait_for(rail_->all_gather(along_rail.view(-1), input.reshape(-1)));
+      }
       auto out = output.view({n, block});
+      if (splits_host_step(placement_, output.nbytes())) {
+        // Host h's members' blocks are one contiguous run of the output: gathered inside the
+        // host straight into it, with no reordering copy of the whole output.
+        for (int64_t h = 0; h < hosts; ++h) {
+          wait_for(local_->all_gather(out.narrow(0, h * per_host, per_host), along_rail[h]));
+        }
+        return;
+      }
+      // Any other numbering: gathered inside the host in (local index, host) order, then placed.
+      auto in_host = local_->new_output({per_host, hosts, block}, input.options());
+      wait_for(local_->all_gather(in_host.view(-1), along_rail.view(-1)));
       for (int64_t h = 0; h < hosts; ++h) {
         for (int64_t l = 0; l < per_host; ++l) {
-          out[placement_.hosts[h][l]].copy_(blocks[l][h]);
+          out[placement_.hosts[h][l]].copy_(in_host[l][h]);
         }
       }
     });
@@ -196,26 +233,37 @@ class HierarchicalCommunicator final : public Communicator {
       const int64_t per_host = n / hosts;
       const at::Tensor blocks = staged_in.wire.reshape({n, -1});
       const int64_t block = blocks.size(1);
-      // Rows by (local index, host): local member l reduces, inside the host, the blocks of
-      // every host's member l; then the rail reduces those across hosts, host h keeping its own.
-      auto ordered = at::empty({per_host, hosts, block}, blocks.options());
-      for (int64_t h = 0; h < hosts; ++h) {
-        for (int64_t l = 0; l < per_host; ++l) {
-          ordered[l][h].copy_(blocks[placement_.hosts[h][l]]);
+      // Local member l reduces, inside the host, the blocks of every host's member l; then the
+      // rail reduces those across hosts, host h keeping its own (row h).
+      auto along_rail = local_->new_output({hosts, block}, blocks.options());
+      if (splits_host_step(placement_, blocks.nbytes())) {
+        // Host h's members' blocks are one contiguous run of the input: reduce-scattered inside
+        // the host straight from it, with no reordered copy of the whole input.
+        for (int64_t h = 0; h < hosts; ++h) {
+          wait_for(local_->reduce_scatter(along_rail[h],
+                                          blocks.narrow(0, h * per_host, per_host).reshape(-1),
+                                          staged_out.wire_op));
         }
+      } else {
+        // Rows by (local index, host), then one reduce_scatter inside the host.
+        auto ordered = local_->new_output({per_host, hosts, block}, blocks.options());
+        for (int64_t h = 0; h < hosts; ++h) {
+          for (int64_t l = 0; l < per_host; ++l) {
+            ordered[l][h].copy_(blocks[placement_.hosts[h][l]]);
+          }
+        }
+        wait_for(local_->reduce_scatter(along_rail.view(-1), ordered.view(-1), staged_out.wire_op));
       }
-      auto along_rail = at::empty({hosts * block}, blocks.options());
-      wait_for(local_->reduce_scatter(along_rail, ordered.view(-1), staged_out.wire_op));
       if (rail_link_ && rail_link_->size() == 2) {
         // Between two hosts, one exchange over the rail's link: each side sends the part the
         // other keeps and folds the other's into its own (Gloo's reduce_scatter took about
         // three times what the bytes need on a 10 Gb/s link).
         const int64_t host = placement_.host_of[rank_];
-        const auto parts = along_rail.view({2, block});
-        rail_link_->reduce_with_peer(parts[1 - host], parts[host], staged_out.wire_op);
-        staged_out.wire.view(-1).copy_(parts[host]);
+        rail_link_->reduce_with_peer(along_rail[1 - host], along_rail[host], staged_out.wire_op);
+        staged_out.wire.view(-1).copy_(along_rail[host]);
       } else {
-        wait_for(rail_->reduce_scatter(staged_out.wire.view(-1), along_rail, staged_out.wire_op));
+        wait_for(rail_->reduce_scatter(staged_out.wire.view(-1), along_rail.view(-1),
+                                       staged_out.wire_op));
       }
       staged_out.finish(output, n);
     });

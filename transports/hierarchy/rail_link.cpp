@@ -296,8 +296,25 @@ void RailLink::reduce_with_peer(const at::Tensor& send, const at::Tensor& into, 
   }
 }
 
-void RailLink::exchange(const at::Tensor& buffer,
-                        const std::function<void(size_t)>& received_up_to) {
+void RailLink::all_gather(const at::Tensor& block, const at::Tensor& blocks) {
+  TORCH_INTERNAL_ASSERT(block.is_contiguous() && blocks.is_contiguous() && blocks.dim() == 2 &&
+                            blocks.size(0) == size() && blocks.size(1) == block.numel() &&
+                            blocks.scalar_type() == block.scalar_type(),
+                        "rail link: all_gather of ", block.sizes(), " into ", blocks.sizes());
+  std::vector<char*> rows(sockets_.size());
+  for (int64_t p = 0; p < size(); ++p) {
+    rows[p] = static_cast<char*>(blocks[p].data_ptr());
+  }
+  // The own row first: it is written while the peers' bytes are on the wire anyway.
+  if (rows[position_] != block.data_ptr()) {
+    blocks[position_].copy_(block.view(-1));
+  }
+  exchange(
+      block, [](size_t) {}, rows);
+}
+
+void RailLink::exchange(const at::Tensor& buffer, const std::function<void(size_t)>& received_up_to,
+                        const std::vector<char*>& receive_into) {
   const size_t bytes = static_cast<size_t>(buffer.numel()) * buffer.element_size();
   const int64_t members = size();
   Header header{++collectives_, bytes};
@@ -309,12 +326,15 @@ void RailLink::exchange(const at::Tensor& buffer,
   int64_t open = 0;
   for (int64_t p = 0; p < members; ++p) {
     if (p != position_) {
-      if (inbox_[p].size() < bytes) {
+      if (receive_into.empty() && inbox_[p].size() < bytes) {
         inbox_[p].resize(bytes);
       }
       open += 2;  // a send and a receive
     }
   }
+  const auto inbox = [&](int64_t p) {
+    return receive_into.empty() ? inbox_[p].data() : receive_into[p];
+  };
   const auto name = [&](int64_t p) { return "rank " + std::to_string(members_[p]); };
   // The header's rest, then the payload's rest, as one scatter/gather list.
   const auto pieces = [&](size_t done, char* head, char* body, iovec(&out)[2]) {
@@ -390,8 +410,7 @@ void RailLink::exchange(const at::Tensor& buffer,
         iovec parts[2];
         msghdr message{};
         message.msg_iov = parts;
-        message.msg_iovlen =
-            pieces(got[p], reinterpret_cast<char*>(&theirs[p]), inbox_[p].data(), parts);
+        message.msg_iovlen = pieces(got[p], reinterpret_cast<char*>(&theirs[p]), inbox(p), parts);
         const ssize_t moved = ::recvmsg(fd, &message, 0);
         TORCH_CHECK(moved != 0, "between hosts (", name_, "): ", name(p),
                     " closed the connection (it exited)");

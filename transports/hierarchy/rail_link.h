@@ -1,7 +1,8 @@
 #pragma once
 // A rail's link: one TCP connection between every two members of a rail (one member per host,
 // of equal local index; rail 0 is the hosts' first members, their "leaders"), for the
-// hierarchy's all_reduces between hosts (and, between two hosts, its reduce_scatters). Each member
+// hierarchy's all_reduces and all_gathers between hosts (and, between two hosts, its
+// reduce_scatters). Each member
 // sends its buffer to every other member of the rail and reduces what it receives, from the thread
 // already running the collective, in one round: a small message costs its round trips and thread
 // hand-offs, not its bytes, and Gloo's ring takes several rounds and hands each collective to a
@@ -52,6 +53,12 @@ class RailLink {
   // same tensor, all_reduce. Contiguous tensors of one dtype and size.
   void reduce_with_peer(const at::Tensor& send, const at::Tensor& into, ReduceOp op);
 
+  // Every member's `block` (contiguous, CPU, one size on every member) into row p of `blocks`
+  // (contiguous, [size(), block.numel()]) for each position p, this member's own row included.
+  // Each member sends its block to every other once and receives the others' straight into their
+  // rows: what a ring all_gather sends and receives, in one round.
+  void all_gather(const at::Tensor& block, const at::Tensor& blocks);
+
   // Bounds the exchanges that start from now on (any thread may call it).
   void set_timeout(std::chrono::milliseconds timeout) { timeout_.set(timeout); }
 
@@ -61,8 +68,10 @@ class RailLink {
   // (`window` itself for all_reduce) as its bytes arrive.
   void fold_from_peer(const at::Tensor& window, const at::Tensor& into, ReduceOp op);
   // Sends and receives until every peer has every byte, calling `received_up_to(bytes)` as the
-  // payload both sent to and received from every peer grows.
-  void exchange(const at::Tensor& buffer, const std::function<void(size_t)>& received_up_to);
+  // payload both sent to and received from every peer grows. Peer p's payload lands in
+  // `receive_into[p]` (as many bytes as `buffer`) when given, else in its inbox.
+  void exchange(const at::Tensor& buffer, const std::function<void(size_t)>& received_up_to,
+                const std::vector<char*>& receive_into = {});
 
   int64_t position_;              // this member's index in the rail (its host's)
   std::vector<int64_t> members_;  // the rail's global ranks, for messages
