@@ -104,9 +104,10 @@ def opposite_orders_across_tags(rank: int, hosts: list[int]) -> list[str]:
 
 def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
     """The hierarchical paths on chunks spanning hosts: every reduction and dtype of all_reduce
-    and reduce_scatter, and all_gather, at sizes the hosts' pieces do not divide and at 1 MiB,
-    on the world in rank order and in an order that alternates hosts (member order is not host
-    order), against references built from every member's known input."""
+    and reduce_scatter, and all_gather, at sizes the hosts' pieces do not divide and at 1 MiB
+    (and all_reduces large enough to pipeline), on the world in rank order and in an order that
+    alternates hosts (member order is not host order), against references built from every
+    member's known input."""
     world = list(range(len(hosts)))
     n = len(world)
     failures: list[str] = []
@@ -134,6 +135,16 @@ def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
                 why = mismatch(gathered, torch.cat(inputs), True)
                 if why:
                     failures.append(f"{what} all_gather: {why}")
+        # Large enough to go in pipelined segments (each member's piece 2 MiB and more: one
+        # segment crosses between hosts while the host reduces the next), with a padded tail.
+        numel = (1 << 20) + 5
+        for dtype in (torch.float32, torch.int64):
+            inputs = [make_input(r, (numel,), dtype, salt=3) for r in members]
+            for op in ("sum", "max"):
+                got = funcol.all_reduce(inputs[me], op, members, tag).wait()
+                why = mismatch(got, reduce_reference(inputs, op), True)
+                if why:
+                    failures.append(f"rank {rank} {tag} {dtype} x{numel} all_reduce {op}: {why}")
     return failures
 
 
