@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include "transports/hierarchy/host_placement.h"
 #include "transports/hierarchy/rail_link.h"
 #include "transports/missing_member_reports.h"
 #include "transports/reduction_staging.h"
@@ -13,7 +14,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -25,40 +25,24 @@ namespace {
 // all_reduce up to this size goes through the hosts' leaders (reduce_through_leaders) on even
 // hosts too.
 constexpr int64_t kLeadersOnlyBytes = int64_t{1} << 20;
-// A large all_reduce goes in segments of this many bytes per member's piece (at least two
-// pieces' worth to pipeline at all): one segment's piece crosses the network while the host
-// reduces the next and gathers the one before (reduce_scatter_reduce_gather).
-// 512 KiB measured best on 2 hosts x 2 ranks over a 10 Gb/s link (8 MiB: 10.1 ms unsegmented,
-// 9.2-9.6 at 1 MiB, 8.4-8.7 at 512 KiB, 9.8-10.2 at 256 KiB).
+// A large all_reduce between two hosts goes in segments of this many bytes per member's piece
+// (at least two pieces' worth to pipeline at all): one segment's piece crosses the network while
+// the host reduces the next and gathers the one before (reduce_scatter_reduce_gather). 512 KiB
+// measured best on 2 hosts x 2 ranks over a 10 Gb/s link (8 MiB: 10.1 ms unsegmented, 9.2-9.6 at 1
+// MiB, 8.4-8.7 at 512 KiB, 9.8-10.2 at 256 KiB).
 constexpr int64_t kPipelinedPieceBytes = int64_t{512} << 10;
 // Between more than two hosts, a rail's link (each member sends its whole buffer to every other)
 // serves all_reduces up to this size; above it Gloo's ring sends fewer bytes. Between two hosts
 // the link serves every size: one exchange is what a ring would send.
 constexpr int64_t kRailLinkBytes = int64_t{1} << 20;
 
-// Where the chunk's members are: hosts in order of their first member, each host's members (as
-// indices in the chunk) in chunk order.
-struct Placement {
-  std::vector<std::vector<int64_t>> hosts;
-  std::vector<int64_t> host_of;      // chunk index -> host
-  std::vector<int64_t> local_index;  // chunk index -> index among its host's members
-
-  // Hosts in order of their first member, each holding a contiguous run of member indices
-  // (0, 1 | 2, 3): set by place().
-  bool host_major = false;
-
-  bool even() const {
-    return std::all_of(hosts.begin(), hosts.end(),
-                       [&](const auto& host) { return host.size() == hosts.front().size(); });
-  }
-};
-
 // Below this many bytes of a whole all_gather output or reduce_scatter input, the host step is
 // one collective over a reordered copy: copying costs less than a second step's synchronization.
 constexpr int64_t kSplitHostStepBytes = int64_t{256} << 10;
 
 // The global ranks of the members on other hosts than the caller, for messages.
-std::vector<int64_t> members_elsewhere(const Placement& placement, const Rendezvous& rendezvous) {
+std::vector<int64_t> members_elsewhere(const HostPlacement& placement,
+                                       const Rendezvous& rendezvous) {
   std::vector<int64_t> elsewhere;
   for (size_t m = 0; m < placement.host_of.size(); ++m) {
     if (placement.host_of[m] != placement.host_of[rendezvous.rank]) {
@@ -68,33 +52,10 @@ std::vector<int64_t> members_elsewhere(const Placement& placement, const Rendezv
   return elsewhere;
 }
 
-Placement place(const std::vector<std::string>& host_ids) {
-  Placement placement;
-  std::map<std::string, int64_t> host_number;
-  for (size_t m = 0; m < host_ids.size(); ++m) {
-    auto [it, added] =
-        host_number.emplace(host_ids[m], static_cast<int64_t>(placement.hosts.size()));
-    if (added) {
-      placement.hosts.emplace_back();
-    }
-    placement.host_of.push_back(it->second);
-    placement.local_index.push_back(static_cast<int64_t>(placement.hosts[it->second].size()));
-    placement.hosts[it->second].push_back(static_cast<int64_t>(m));
-  }
-  int64_t next = 0;
-  placement.host_major = true;
-  for (const auto& members : placement.hosts) {
-    for (const int64_t member : members) {
-      placement.host_major = placement.host_major && member == next++;
-    }
-  }
-  return placement;
-}
-
 // Whether the host step of an all_gather or reduce_scatter of `bytes` runs as one collective
 // per host, straight on the caller's buffer: members numbered host by host (as torchrun numbers
 // them), and a message large enough that the copy costs more than the extra steps.
-bool splits_host_step(const Placement& placement, int64_t bytes) {
+bool splits_host_step(const HostPlacement& placement, int64_t bytes) {
   return placement.host_major && bytes >= kSplitHostStepBytes;
 }
 
@@ -124,9 +85,9 @@ void wait_for(const Completion& completion) {
 
 class HierarchicalCommunicator final : public Communicator {
  public:
-  HierarchicalCommunicator(int64_t rank, Placement placement, std::shared_ptr<Communicator> local,
-                           std::shared_ptr<Communicator> rail, std::shared_ptr<Communicator> flat,
-                           std::unique_ptr<RailLink> rail_link,
+  HierarchicalCommunicator(int64_t rank, HostPlacement placement,
+                           std::shared_ptr<Communicator> local, std::shared_ptr<Communicator> rail,
+                           std::shared_ptr<Communicator> flat, std::unique_ptr<RailLink> rail_link,
                            std::shared_ptr<FailureRollCall> roll_call)
       : rank_(rank),
         placement_(std::move(placement)),
@@ -324,7 +285,11 @@ class HierarchicalCommunicator final : public Communicator {
     const int64_t per_host = local_->size();
     const int64_t pieces = (wire.numel() + per_host - 1) / per_host;  // per member, all segments
     const int64_t piece_bytes = pieces * wire.element_size();
-    const int64_t segments = std::max<int64_t>(1, piece_bytes / kPipelinedPieceBytes);
+    // Between two hosts only: between more, segments' pieces small enough for the rail's link
+    // would each go to every other host instead of along Gloo's ring (more bytes in all).
+    const bool two_hosts_linked = rail_link_ && rail_link_->size() == 2;
+    const int64_t segments =
+        two_hosts_linked ? std::max<int64_t>(1, piece_bytes / kPipelinedPieceBytes) : 1;
     const int64_t piece = (pieces + segments - 1) / segments;  // per member and segment
     struct Segment {
       at::Tensor part;    // of `wire`
@@ -435,7 +400,7 @@ class HierarchicalCommunicator final : public Communicator {
   void on_failed(const std::string& reason) override { local_->mark_failed(reason); }
 
   int64_t rank_;
-  Placement placement_;
+  HostPlacement placement_;
   std::shared_ptr<Communicator> local_;  // this member's host
   std::shared_ptr<Communicator> rail_;   // equal local index across hosts (uneven: first members)
   std::shared_ptr<Communicator> flat_;   // every member, across hosts; failures name the missing
@@ -455,7 +420,7 @@ std::shared_ptr<Communicator> make_hierarchical(const Rendezvous& rendezvous,
                                                 const std::vector<std::string>& host_ids,
                                                 const CommunicatorFactory& local,
                                                 const CommunicatorFactory& across_hosts) {
-  Placement placement = place(host_ids);
+  HostPlacement placement = place_on_hosts(host_ids);
   const bool shares_a_host = std::any_of(placement.hosts.begin(), placement.hosts.end(),
                                          [](const auto& host) { return host.size() > 1; });
   const int64_t me = rendezvous.rank;

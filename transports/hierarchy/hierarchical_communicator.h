@@ -8,14 +8,20 @@
 //   network, in one round.
 // Even hosts (every host holds as many of the chunk's members), above 1 MiB:
 //   all_reduce     = reduce-scatter inside each host, all-reduce between the members of equal
-//                    local index (a "rail"), all-gather inside each host;
+//                    local index (a "rail"), all-gather inside each host; between two hosts,
+//                    pipelined in segments (one crossing the network on the link's thread while
+//                    the host reduces the next and gathers the one before);
 // and at every size:
 //   reduce_scatter = reduce-scatter inside each host, then reduce-scatter along the rail;
-//   all_gather     = all-gather inside each host, then all-gather along the rail.
-// Between hosts, a rail's all-reduce runs over the rail's own TCP link (rail_link.h): one round
-// of exchange, from the thread running the collective; at every size between two hosts, up to
-// 1 MiB between more (above it, Gloo's ring sends fewer bytes). Outputs and snapshots come from
-// the host's symmetric memory (the shm communicator's pool), as on one host.
+//   all_gather     = all-gather along the rail (each member's own block), then inside each
+//                    host, so each host's blocks cross the network once.
+// With members numbered host by host, the steps inside a host of a large all_gather or
+// reduce_scatter run once per host, straight on the caller's buffer (host_placement.h).
+// Between hosts, a rail's all-reduce and all-gather run over the rail's own TCP link
+// (rail_link.h): one round of exchange; all-reduce at every size between two hosts, up to 1 MiB
+// between more (above it, Gloo's ring sends fewer bytes); all-gather at every size (each block
+// crosses to every other host once, as in a ring). Outputs and snapshots come from the host's
+// symmetric memory (the shm communicator's pool), as on one host.
 // Uneven hosts: all_gather and reduce_scatter run flat. all_to_all, broadcast, reduce, gather
 // and scatter run flat on the across-hosts transport over every member. Each collective's steps
 // run one collective at a time in issue order, so every member issues its sub-communicators'
