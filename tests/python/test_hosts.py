@@ -79,7 +79,7 @@ def test_every_op_picks_shm_inside_a_host_and_gloo_across(layout):
 
 def test_three_hosts_reduce_every_dtype_through_links_and_gloo():
     # Between more than two hosts, a rail's link sends each buffer to every other host and every
-    # member reduces in host order (the leaders' all_reduce up to 1 MiB, and the rails' pieces
+    # member reduces in host order (the leaders' all_reduce up to 512 KiB, and the rails' pieces
     # up to 1 MiB); larger pieces go along the rail on Gloo's ring, unsegmented (pipelining is
     # between two hosts). all_gather's rail step goes over the links at any size. Host 0
     # forwards between the other two.

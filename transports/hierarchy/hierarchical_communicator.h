@@ -2,11 +2,11 @@
 // Hierarchical collectives for a chunk whose members span hosts: shared memory inside each host,
 // the across-hosts transport (Gloo) between hosts, so only the hops that must leave a host do.
 //
-// all_reduce up to 1 MiB, and at any size on uneven hosts (3 + 1): all-reduce inside each host,
+// all_reduce up to 512 KiB, and at any size on uneven hosts (3 + 1): all-reduce inside each host,
 //   all-reduce between the hosts' first members ("leaders": rail 0), broadcast inside each host.
 //   Small messages cost steps and hand-offs, not bytes: one message per host crosses the
 //   network, in one round.
-// Even hosts (every host holds as many of the chunk's members), above 1 MiB:
+// Even hosts (every host holds as many of the chunk's members), above 512 KiB:
 //   all_reduce     = reduce-scatter inside each host, all-reduce between the members of equal
 //                    local index (a "rail"), all-gather inside each host; between two hosts,
 //                    pipelined in segments (one crossing the network on the link's thread while
