@@ -30,8 +30,8 @@ constexpr int64_t kLeadersOnlyBytes = int64_t{512} << 10;
 // A large all_reduce between two hosts goes in segments of this many bytes per member's piece
 // (at least two pieces' worth to pipeline at all): one segment's piece crosses the network while
 // the host reduces the next and gathers the one before (reduce_scatter_reduce_gather). 512 KiB
-// measured best on 2 hosts x 2 ranks over a 10 Gb/s link (8 MiB: 10.1 ms unsegmented, 9.2-9.6 at 1
-// MiB, 8.4-8.7 at 512 KiB, 9.8-10.2 at 256 KiB).
+// measured best on 2 hosts x 2 ranks over a 10 Gb/s link (8 MiB: 10.1 ms unsegmented, 9.2-9.6
+// in 1 MiB pieces, 8.4-8.7 in 512 KiB, 9.8-10.2 in 256 KiB).
 constexpr int64_t kPipelinedPieceBytes = int64_t{512} << 10;
 // Between more than two hosts, a rail's link (each member sends its whole buffer to every other)
 // serves all_reduces up to this size; above it Gloo's ring sends fewer bytes. Between two hosts
@@ -170,7 +170,7 @@ class HierarchicalCommunicator final : public Communicator {
         // host straight into it, with no reordering copy of the whole output. This host's own
         // blocks need nothing from the network: they are gathered while the rail's cross it.
         const int64_t here = placement_.host_of[rank_];
-        const Completion crossing = gather_along_rail(mine, along_rail);
+        const Completion crossing = gather_along_rail(mine, along_rail, /*overlapped=*/true);
         try {
           wait_for(local_->all_gather(out.narrow(0, here * per_host, per_host), mine));
         } catch (...) {
@@ -185,7 +185,7 @@ class HierarchicalCommunicator final : public Communicator {
         }
         return;
       }
-      wait_for(gather_along_rail(mine, along_rail));
+      wait_for(gather_along_rail(mine, along_rail, /*overlapped=*/false));
       // Any other numbering: gathered inside the host in (local index, host) order, then placed.
       auto in_host = local_->new_output({per_host, hosts, block}, input.options());
       wait_for(local_->all_gather(in_host.view(-1), along_rail.view(-1)));
@@ -356,10 +356,15 @@ class HierarchicalCommunicator final : public Communicator {
   // Every host's `block` into row h of `rows` ([hosts, block]), between hosts: over the rail's
   // own link at any number of hosts (each member sends its block to every other once, the bytes
   // a ring sends, in one round; Gloo's all_gather took about twice what the bytes need on a
-  // 10 Gb/s link), on the link's thread; else Gloo's.
-  Completion gather_along_rail(const at::Tensor& block, const at::Tensor& rows) {
+  // 10 Gb/s link), else Gloo's. `overlapped`: the caller works while it crosses, so the link's
+  // exchange runs on the link's thread; otherwise in this call (no hand-off for a small one).
+  Completion gather_along_rail(const at::Tensor& block, const at::Tensor& rows, bool overlapped) {
     if (!rail_link_) {
       return rail_->all_gather(rows.view(-1), block);
+    }
+    if (!overlapped) {
+      rail_link_->all_gather(block, rows);
+      return completed();
     }
     return link_queue_->push(link_queue_->lock(),
                              [this, block, rows] { rail_link_->all_gather(block, rows); });
@@ -411,8 +416,8 @@ class HierarchicalCommunicator final : public Communicator {
   std::shared_ptr<FailureRollCall> roll_call_;  // in the chunk's store
 
   std::shared_ptr<TaskQueue> queue_ = TaskQueue::create();
-  // The segments of a pipelined all_reduce cross between hosts on this queue's thread, while the
-  // collective's own thread runs the host's steps (reduce_scatter_reduce_gather).
+  // The segments of a pipelined all_reduce, and a large all_gather's rail step, cross between
+  // hosts on this queue's thread while the collective's own thread runs the host's steps.
   std::shared_ptr<TaskQueue> link_queue_ = TaskQueue::create();
 };
 

@@ -305,7 +305,7 @@ void RailLink::all_gather(const at::Tensor& block, const at::Tensor& blocks) {
   for (int64_t p = 0; p < size(); ++p) {
     rows[p] = static_cast<char*>(blocks[p].data_ptr());
   }
-  // The own row first: it is written while the peers' bytes are on the wire anyway.
+  // The own row is a copy, unless the caller's block already is that row.
   if (rows[position_] != block.data_ptr()) {
     blocks[position_].copy_(block.view(-1));
   }

@@ -2,14 +2,14 @@
 // A rail's link: one TCP connection between every two members of a rail (one member per host,
 // of equal local index; rail 0 is the hosts' first members, their "leaders"), for the
 // hierarchy's all_reduces and all_gathers between hosts (and, between two hosts, its
-// reduce_scatters). Each member
-// sends its buffer to every other member of the rail and reduces what it receives, from the thread
-// already running the collective, in one round: a small message costs its round trips and thread
-// hand-offs, not its bytes, and Gloo's ring takes several rounds and hands each collective to a
-// thread of its own. Between two hosts one round is also what the bytes need (each side sends its
-// buffer once, as a ring would), so large messages use it too: sent from the caller's buffer in
-// windows of at most 8 MiB, received into buffers kept across collectives (a window each), and
-// reduced in place as the bytes arrive.
+// reduce_scatters). Each member sends its buffer to every other member of the rail and reduces
+// (or, for all_gather, keeps) what it receives, in one round: a small message costs its round
+// trips and thread hand-offs, not its bytes, and Gloo's ring takes several rounds and hands each
+// collective to a thread of its own. Between two hosts one round is also what the bytes need
+// (each side sends its buffer once, as a ring would), so large messages use it too: sent from
+// the caller's buffer in windows of at most 8 MiB, received into buffers kept across
+// collectives (a window each), and reduced in place as the bytes arrive. An all_gather's blocks
+// are received straight into the caller's rows, at any size.
 //
 // Every member reduces the hosts' buffers in host order, so all hosts hold the same bits (two
 // hosts: the one binary reduction is commutative, so in place is the same bits). Each message
