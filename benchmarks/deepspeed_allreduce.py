@@ -22,8 +22,11 @@ back on its own buffer; µs per call, median over iterations of the slowest rank
   - deepspeed: `deepspeed.comm.inference_all_reduce(x)` (in place);
   - deepspeed op: `torch.ops.deepspeed.inference_all_reduce_(x)`, the same without the Python
     wrapper (its `timed_op` decorator and `TorchBackend` checks);
+  - deepspeed, input kept: `inference_all_reduce(x.clone())`, what a caller who still needs `x`
+    writes (DeepSpeed has no out-of-place form): the reference for c10d_func's functional form;
   - c10d_func in place, private: `all_reduce_(x, "sum", "", ranks, n)` + `wait_tensor(x)` on a
-    `torch.empty` buffer;
+    `torch.empty` buffer, each op's `.default` overload bound once (as for DeepSpeed's op, and as
+    inductor's generated code calls them);
   - c10d_func in place, symmetric: the same on a `c10d_func.empty(...)` buffer;
   - c10d_func functional: `wait_tensor(all_reduce(x, "sum", "", ranks, n))`.
 Every candidate's result is checked once per size (sum of known per-rank values) before timing; a
@@ -50,10 +53,11 @@ from typing import Any
 SIZES = [8, 4 << 10, 64 << 10, 1 << 20, 8 << 20, 32 << 20]  # bytes of float32
 DS = "deepspeed"
 DS_OP = "deepspeed op"
+DS_KEPT = "deepspeed, input kept"
 PRIVATE = "c10d_func in place, private"
 SYMMETRIC = "c10d_func in place, symmetric"
 FUNCTIONAL = "c10d_func functional"
-IMPLS = [DS, DS_OP, PRIVATE, SYMMETRIC, FUNCTIONAL]
+IMPLS = [DS, DS_OP, DS_KEPT, PRIVATE, SYMMETRIC, FUNCTIONAL]
 C10D_FUNC_IMPLS = [PRIVATE, SYMMETRIC, FUNCTIONAL]
 NAIVE_THRESHOLD = 1 << 20  # DeepSpeed's NAIVE_ALLREDUCE_THRESHOLD (ops/csrc/cpu/comm/shm.cpp)
 DS_SHM_PREFIX = "/dev/shm/deepspeed_allreduce_buffer"
@@ -120,13 +124,23 @@ def rank_main(args: argparse.Namespace) -> None:
     ops = torch.ops.c10d_func
     ds_op = torch.ops.deepspeed.inference_all_reduce_.default if ds_shm else None
     ranks = list(range(world))
+    # The overloads, bound once, as for DeepSpeed's op above and as inductor's generated code
+    # calls them: a packet (`ops.all_reduce_`) picks its overload in Python on every call.
+    all_reduce_ = ops.all_reduce_.default
+    all_reduce = ops.all_reduce.default
+    wait_tensor = ops.wait_tensor.default
+
+    def ds_kept(x: torch.Tensor) -> torch.Tensor:
+        out = x.clone()
+        ds_comm.inference_all_reduce(out)
+        return out
 
     def c10d_in_place(buf: torch.Tensor) -> None:
-        ops.all_reduce_(buf, "sum", "", ranks, world)
-        ops.wait_tensor(buf)
+        all_reduce_(buf, "sum", "", ranks, world)
+        wait_tensor(buf)
 
     def c10d_functional(x: torch.Tensor) -> torch.Tensor:
-        return ops.wait_tensor(ops.all_reduce(x, "sum", "", ranks, world))
+        return wait_tensor(all_reduce(x, "sum", "", ranks, world))
 
     def check(name: str, size: int, got: torch.Tensor, expected: torch.Tensor) -> None:
         if not torch.equal(got, expected):
@@ -148,6 +162,10 @@ def rank_main(args: argparse.Namespace) -> None:
         ds_buf = mine.clone()
         ds_comm.inference_all_reduce(ds_buf)
         check(DS, size, ds_buf, expected)
+        kept = ds_kept(mine)
+        check(DS_KEPT, size, kept, expected)
+        check(DS_KEPT + " (input kept)", size, mine, base + (rank + 1))
+        del kept
         ds_op_buf = mine.clone()
         if ds_op is not None:
             ds_op(ds_op_buf)
@@ -173,6 +191,9 @@ def rank_main(args: argparse.Namespace) -> None:
         thunks = {DS: partial(ds_comm.inference_all_reduce, ds_buf)}
         if ds_op is not None:
             thunks[DS_OP] = partial(ds_op, ds_op_buf)
+        # zeros, as the in-place buffers: the clone is reduced, the source never changes.
+        kept_source = torch.zeros_like(mine)
+        thunks[DS_KEPT] = partial(ds_kept, kept_source)
         thunks[PRIVATE] = partial(c10d_in_place, private)
         thunks[SYMMETRIC] = partial(c10d_in_place, symmetric)
         thunks[FUNCTIONAL] = partial(c10d_functional, functional_in)
@@ -200,6 +221,9 @@ def rank_main(args: argparse.Namespace) -> None:
                 check(name + " (after timing)", size, buf, expected)
         out = thunks[FUNCTIONAL]()
         check(FUNCTIONAL + " (after timing)", size, out, expected)
+        kept_source.copy_(mine)
+        out = thunks[DS_KEPT]()
+        check(DS_KEPT + " (after timing)", size, out, expected)
         del out
         del symmetric, private  # returns the symmetric pool's room before the next size
         if rank == 0:
@@ -269,6 +293,7 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
                 "deepspeed_op_over_deepspeed": (
                     medians[DS_OP] / medians[DS] if DS_OP in medians else None
                 ),
+                "functional_over_deepspeed_input_kept": medians[FUNCTIONAL] / medians[DS_KEPT],
             }
         )
     return {"metadata": raw["metadata"], "rows": rows, "ratios": ratios}
@@ -284,6 +309,7 @@ def render(results: dict[str, Any]) -> str:
         "size",
         *(f"{impl} µs" for impl in IMPLS),
         *(f"ratio {short[impl]}/ds" for impl in C10D_FUNC_IMPLS),
+        "ratio functional/ds input kept",
         "deepspeed path",
     ]
     lines = [
@@ -320,14 +346,16 @@ def render(results: dict[str, Any]) -> str:
             row = by_key.get((size, impl))
             cells.append("n/a" if row is None else f"{row['median_us']:.1f}")
         cells += [f"{ratio[impl]:.2f}" for impl in C10D_FUNC_IMPLS]
+        cells.append(f"{ratio['functional_over_deepspeed_input_kept']:.2f}")
         cells.append(ratio["deepspeed_path"])
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",
         (
             "deepspeed: `deepspeed.comm.inference_all_reduce(x)`; deepspeed op: "
-            "`torch.ops.deepspeed.inference_all_reduce_(x)` (no Python wrapper); private: "
-            "`all_reduce_` + `wait_tensor` on a `torch.empty` buffer; symmetric: the same on "
+            "`torch.ops.deepspeed.inference_all_reduce_(x)` (no Python wrapper); deepspeed, input "
+            "kept: `inference_all_reduce(x.clone())`; private: "
+            "`all_reduce_` + `wait_tensor` (their `.default` overloads) on a `torch.empty` buffer; symmetric: the same on "
             "`c10d_func.empty(...)`; functional: `wait_tensor(all_reduce(x, ...))`."
         ),
     ]
