@@ -63,6 +63,27 @@ class _WrapAsync(torch.autograd.Function):
         return grad
 
 
+_PYTHON_DISPATCHER = torch._C.DispatchKey.PythonDispatcher
+_PRE_DISPATCH = torch._C.DispatchKey.PreDispatch
+
+
+def _plainly_eager() -> bool:
+    """True when nothing but eager execution sees this call: not Dynamo, no TorchDispatchMode on
+    the stack (fake tensors and make_fx's proxy mode are among them), and neither the Python
+    dispatcher (AOTAutograd, export) nor pre-dispatch tracing (whose proxy mode sits on a stack
+    of its own) switched on.
+
+    Three thread-local reads, about 0.2 µs, where `_are_we_tracing`'s checks one by one cost
+    0.6 µs on every eager call. False does not mean tracing: the caller then looks closer.
+    Dynamo never reaches the reads: is_compiling() is constant True while it traces."""
+    return (
+        not torch.compiler.is_compiling()
+        and torch._C._len_torch_dispatch_stack() == 0
+        and not torch._C._dispatch_tls_is_dispatch_key_included(_PYTHON_DISPATCHER)
+        and not torch._C._dispatch_tls_is_dispatch_key_included(_PRE_DISPATCH)
+    )
+
+
 def _are_we_tracing() -> bool:
     """True under dynamo, fake tensors, the python dispatcher (AOT) or make_fx/export tracing."""
     if torch.compiler.is_compiling():
@@ -78,7 +99,7 @@ def _are_we_tracing() -> bool:
 def wrap_output(tensor: torch.Tensor) -> torch.Tensor:
     """What the API returns for a collective's output: an explicit wait while tracing, else an
     AsyncCollectiveTensor that waits on first use."""
-    if _are_we_tracing():
+    if not _plainly_eager() and _are_we_tracing():
         return wait_tensor(tensor)
     if tensor.requires_grad and torch.is_grad_enabled():
         return _WrapAsync.apply(tensor)

@@ -648,3 +648,58 @@ def test_the_wait_tensor_alias_warning_filter_is_narrow():
         "c10d_func::all_reduce",
         "mylib::wait_tensor",
     ]
+
+
+def test_the_eager_fast_check_never_answers_eager_while_tracing():
+    """wrap_output skips `_are_we_tracing` when `_plainly_eager` says nothing but eager execution
+    sees the call. In every tracing context `_are_we_tracing` knows, the fast check must say no
+    (else an eager wrapper would land in a graph); outside them it must say yes (else the fast
+    path is never taken). A user's own dispatch mode is neither: the fast check says no, the
+    full check then says eager."""
+    from c10d_func._async import _are_we_tracing, _plainly_eager
+    from torch._dispatch.python import enable_python_dispatcher
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: dict[str, tuple[bool, bool]] = {}
+
+    def record(name: str) -> None:
+        seen[name] = (_plainly_eager(), _are_we_tracing())
+
+    record("eager")
+    with FakeTensorMode():
+        record("fake tensors")
+    with enable_python_dispatcher():
+        record("python dispatcher")
+
+    def traced(name: str):
+        def program(x):
+            record(name)
+            return x + 1
+
+        return program
+
+    for mode in ("real", "fake", "symbolic"):
+        make_fx(traced(f"make_fx {mode}"), tracing_mode=mode)(torch.ones(2))
+    make_fx(traced("make_fx pre-dispatch"), pre_dispatch=True)(torch.ones(2))
+
+    class Export(torch.nn.Module):
+        def forward(self, x):
+            record("export (non-strict)")
+            return x + 1
+
+    torch.export.export(Export(), (torch.ones(2),), strict=False)
+
+    class UserMode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with UserMode():
+        record("a user's dispatch mode")
+
+    assert seen.pop("eager") == (True, False)
+    assert seen.pop("a user's dispatch mode") == (False, False)
+    assert len(seen) == 7, seen
+    for name, (fast, tracing) in seen.items():
+        assert (fast, tracing) == (False, True), name
