@@ -354,8 +354,8 @@ def render(results: dict[str, Any]) -> str:
         (
             "deepspeed: `deepspeed.comm.inference_all_reduce(x)`; deepspeed op: "
             "`torch.ops.deepspeed.inference_all_reduce_(x)` (no Python wrapper); deepspeed, input "
-            "kept: `inference_all_reduce(x.clone())`; private: "
-            "`all_reduce_` + `wait_tensor` (their `.default` overloads) on a `torch.empty` buffer; symmetric: the same on "
+            "kept: `inference_all_reduce(x.clone())`; private: `all_reduce_` + `wait_tensor` "
+            "(their `.default` overloads) on a `torch.empty` buffer; symmetric: the same on "
             "`c10d_func.empty(...)`; functional: `wait_tensor(all_reduce(x, ...))`."
         ),
     ]

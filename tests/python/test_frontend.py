@@ -651,12 +651,12 @@ def test_the_wait_tensor_alias_warning_filter_is_narrow():
 
 
 def test_the_eager_fast_check_never_answers_eager_while_tracing():
-    """wrap_output skips `_are_we_tracing` when `_plainly_eager` says nothing but eager execution
-    sees the call. In every tracing context `_are_we_tracing` knows, the fast check must say no
-    (else an eager wrapper would land in a graph); outside them it must say yes (else the fast
-    path is never taken). A user's own dispatch mode is neither: the fast check says no, the
-    full check then says eager."""
-    from c10d_func._async import _are_we_tracing, _plainly_eager
+    """`_are_we_tracing` answers a plain eager call from `_no_mode_or_tracer_present` alone. In
+    every tracing context the full check knows, the fast check must say no (else an eager wrapper
+    would land in a graph) and the full answer yes; in plain eager the fast check must say yes
+    (else the fast path is never taken). A user's own dispatch mode is neither: the fast check
+    says no, the full check then says eager."""
+    from c10d_func._async import _are_we_tracing, _no_mode_or_tracer_present
     from torch._dispatch.python import enable_python_dispatcher
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -665,7 +665,7 @@ def test_the_eager_fast_check_never_answers_eager_while_tracing():
     seen: dict[str, tuple[bool, bool]] = {}
 
     def record(name: str) -> None:
-        seen[name] = (_plainly_eager(), _are_we_tracing())
+        seen[name] = (_no_mode_or_tracer_present(), _are_we_tracing())
 
     record("eager")
     with FakeTensorMode():
