@@ -50,6 +50,10 @@ void reduce_stack_into(const at::Tensor& output, const at::Tensor& stacked, Redu
       at::sum_out(const_cast<at::Tensor&>(output), stacked, {0}, false, dtype);
       if (c10::isIntegralType(dtype, /*includeBool=*/false)) {
         output.div_(members, "trunc");
+      } else if (c10::isComplexType(dtype)) {
+        // Each part divided on its own, as a staged wire divides (reduction_staging.h), so every
+        // transport gives the same bits: a complex division by a real rounds differently.
+        at::view_as_real(output).div_(members);
       } else {
         output.div_(members);
       }
