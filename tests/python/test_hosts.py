@@ -65,11 +65,12 @@ def test_every_op_picks_shm_inside_a_host_and_gloo_across(layout):
         alone = layout[hosts_of[rank]] == 1
         expect_inside = "local" if alone else "shm"  # a chunk of one member copies locally
         assert served.get("inside each host", served.get("inside my host")) == expect_inside
-        # Spanning hosts with two members on a host: hierarchical; one member per host: Gloo.
+        # Spanning hosts with two members on a host: hierarchical; one member per host: the
+        # hosts' link beside Gloo.
         assert served["the world"] == "shm+gloo", served
         pair = [rank - rank % 2, rank - rank % 2 + 1]
         spans = hosts_of[pair[0]] != hosts_of[pair[1]]
-        assert served["pairs"] == ("gloo" if spans else "shm"), (rank, served)
+        assert served["pairs"] == ("link+gloo" if spans else "shm"), (rank, served)
         forced = result["forced_shm"]
         assert "the shm transport needs every member of the group on one host" in forced, forced
         elsewhere = [r for r in range(len(hosts_of)) if hosts_of[r] != hosts_of[rank]]
@@ -94,6 +95,26 @@ def test_three_hosts_reduce_every_dtype_through_links_and_gloo():
     for result in rank_results(ranks).values():
         assert result == {"failures": [], "served": ["shm+gloo"]}, result
     assert leftovers == {0: [], 1: [], 2: []}, leftovers
+
+
+@pytest.mark.parametrize("hosts_count", [2, 3])
+def test_one_member_per_host_reduces_every_dtype_over_the_hosts_link(hosts_count):
+    # One member per host (torchrun --nproc-per-node 1): the hosts' own link carries all_reduce
+    # (at every size between two hosts, up to 1 MiB between three; Gloo's ring above), all_gather
+    # and, between two hosts, reduce_scatter (Gloo between three); every reduction and dtype,
+    # in rank order and in an order that alternates hosts, against the reference.
+    layout = [1] * hosts_count
+    with TestHosts(hosts_count) as hosts:
+        launchers = hosts.launch(
+            "on_test_hosts.py",
+            layout,
+            ["reductions", ",".join(map(str, range(hosts_count)))],
+            env={"C10D_FUNC_TIMEOUT": "60"},
+        )
+        ranks, leftovers = host_results(launchers, timeout=240)
+    for result in rank_results(ranks).values():
+        assert result == {"failures": [], "served": ["link+gloo"]}, result
+    assert leftovers == {host: [] for host in range(hosts_count)}, leftovers
 
 
 @pytest.mark.parametrize(
@@ -229,13 +250,14 @@ def test_a_host_killed_fails_the_survivors_at_once_reporting_missing_members(num
 @pytest.mark.parametrize(
     "cpu_transport, across",
     [(None, 1), ("gloo", 0)],
-    ids=["one_member_per_host_on_gloo", "gloo_asked_for"],
+    ids=["one_member_per_host", "gloo_asked_for"],
 )
-def test_a_host_killed_on_gloo_alone_names_the_missing(cpu_transport, across, tmp_path):
-    # Where Gloo alone carries a chunk spanning hosts (a chunk with one member per host, or
-    # C10D_FUNC_CPU_TRANSPORT=gloo), Gloo's own error names no rank: a roll call adds the ranks
-    # that are gone. Host 1's ranks die with a 64 MiB all_reduce issued and unfinished. The
-    # timeout is longer than the test's own bound on the hosts: a failure must not wait for it.
+def test_a_host_killed_with_no_host_step_names_the_missing(cpu_transport, across, tmp_path):
+    # Where no step runs inside a host: a chunk with one member per host (the hosts' link beside
+    # Gloo), or C10D_FUNC_CPU_TRANSPORT=gloo (Gloo alone, whose own error names no rank). A roll
+    # call adds the ranks that are gone. Host 1's ranks die with a 64 MiB all_reduce issued and
+    # unfinished. The timeout is longer than the test's own bound on the hosts: a failure must
+    # not wait for it.
     timeout = 600
     env = {"C10D_FUNC_TIMEOUT": str(timeout), "C10D_FUNC_TEST_SYNC_DIR": str(tmp_path)}
     if cpu_transport:

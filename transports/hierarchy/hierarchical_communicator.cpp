@@ -6,6 +6,8 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "transports/hierarchy/host_placement.h"
+#include "transports/hierarchy/host_spanning_communicator.h"
+#include "transports/hierarchy/linked_hosts_communicator.h"
 #include "transports/hierarchy/rail_link.h"
 #include "transports/missing_member_reports.h"
 #include "transports/reduction_staging.h"
@@ -33,10 +35,6 @@ constexpr int64_t kLeadersOnlyBytes = int64_t{512} << 10;
 // measured best on 2 hosts x 2 ranks over a 10 Gb/s link (8 MiB: 10.1 ms unsegmented, 9.2-9.6
 // in 1 MiB pieces, 8.4-8.7 in 512 KiB, 9.8-10.2 in 256 KiB).
 constexpr int64_t kPipelinedPieceBytes = int64_t{512} << 10;
-// Between more than two hosts, a rail's link (each member sends its whole buffer to every other)
-// serves all_reduces up to this size; above it Gloo's ring sends fewer bytes. Between two hosts
-// the link serves every size: one exchange is what a ring would send.
-constexpr int64_t kRailLinkBytes = int64_t{1} << 20;
 
 // Below this many bytes of a whole all_gather output or reduce_scatter input, the host step is
 // one collective over a reordered copy: copying costs less than a second step's synchronization.
@@ -85,23 +83,22 @@ void wait_for(const Completion& completion) {
   }
 }
 
-class HierarchicalCommunicator final : public Communicator {
+class HierarchicalCommunicator final : public HostSpanningCommunicator {
  public:
   HierarchicalCommunicator(int64_t rank, HostPlacement placement,
                            std::shared_ptr<Communicator> local, std::shared_ptr<Communicator> rail,
                            std::shared_ptr<Communicator> flat, std::unique_ptr<RailLink> rail_link,
                            std::shared_ptr<FailureRollCall> roll_call)
-      : rank_(rank),
+      : HostSpanningCommunicator(std::move(flat), roll_call),
+        rank_(rank),
         placement_(std::move(placement)),
         local_(std::move(local)),
         rail_(std::move(rail)),
-        flat_(reporting_missing_members(std::move(flat), roll_call)),
         rail_link_(std::move(rail_link)),
-        even_(placement_.even()),
-        roll_call_(std::move(roll_call)) {}
+        even_(placement_.even()) {}
 
   ~HierarchicalCommunicator() override {
-    queue_->stop();
+    steps_.stop();
     link_queue_->stop();
   }
 
@@ -135,7 +132,7 @@ class HierarchicalCommunicator final : public Communicator {
     if (buffer.numel() == 0) {
       return completed();
     }
-    return submit([this, buffer, reduce_op] {
+    return steps_.submit([this, buffer, reduce_op] {
       at::AutoDispatchBelowADInplaceOrView below;
       auto staged = stage_reduction(buffer, reduce_op, /*transport_averages_floats=*/false);
       const at::Tensor wire = staged.wire.view(-1);
@@ -152,7 +149,7 @@ class HierarchicalCommunicator final : public Communicator {
     if (!even_ || input.numel() == 0) {
       return flat_->all_gather(output, input);
     }
-    return submit([this, output, input] {
+    return steps_.submit([this, output, input] {
       at::AutoDispatchBelowADInplaceOrView below;
       const int64_t n = size();
       const int64_t hosts = static_cast<int64_t>(placement_.hosts.size());
@@ -202,7 +199,7 @@ class HierarchicalCommunicator final : public Communicator {
     if (!even_ || input.numel() == 0) {
       return flat_->reduce_scatter(output, input, reduce_op);
     }
-    return submit([this, output, input, reduce_op] {
+    return steps_.submit([this, output, input, reduce_op] {
       at::AutoDispatchBelowADInplaceOrView below;
       auto staged_out = stage_reduction(output, reduce_op, false);
       auto staged_in = stage_reduction(input, reduce_op, false);
@@ -245,25 +242,6 @@ class HierarchicalCommunicator final : public Communicator {
       }
       staged_out.finish(output, n);
     });
-  }
-
-  Completion all_to_all(const at::Tensor& output, const at::Tensor& input,
-                        std::vector<int64_t> output_split_sizes,
-                        std::vector<int64_t> input_split_sizes) override {
-    return flat_->all_to_all(output, input, std::move(output_split_sizes),
-                             std::move(input_split_sizes));
-  }
-  Completion broadcast(const at::Tensor& buffer, int64_t root) override {
-    return flat_->broadcast(buffer, root);
-  }
-  Completion reduce(const at::Tensor& buffer, int64_t root, ReduceOp reduce_op) override {
-    return flat_->reduce(buffer, root, reduce_op);
-  }
-  Completion gather(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
-    return flat_->gather(output, input, root);
-  }
-  Completion scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
-    return flat_->scatter(output, input, root);
   }
 
  private:
@@ -370,37 +348,14 @@ class HierarchicalCommunicator final : public Communicator {
                              [this, block, rows] { rail_link_->all_gather(block, rows); });
   }
 
-  // Between hosts, over the rail's own link where it serves (see kRailLinkBytes), else Gloo.
+  // Between hosts, over the rail's own link where it serves (RailLink::serves_all_reduce), else
+  // Gloo.
   void all_reduce_along_rail(const at::Tensor& wire, ReduceOp op) {
-    if (rail_link_ &&
-        (rail_link_->size() == 2 || wire.numel() * wire.element_size() <= kRailLinkBytes)) {
+    if (rail_link_ && rail_link_->serves_all_reduce(wire.nbytes())) {
       rail_link_->all_reduce(wire, op);
     } else {
       wait_for(rail_->all_reduce(wire, op));
     }
-  }
-
-  Completion submit(std::function<void()> steps) {
-    std::function<void()> work = [this, steps = std::move(steps)] {
-      if (auto earlier = failure()) {
-        TORCH_CHECK(false, "the hierarchical communicator failed earlier: ", *earlier);
-      }
-      std::optional<std::string> why;
-      try {
-        steps();
-      } catch (const c10::Error& error) {
-        why = error.what_without_backtrace();
-      } catch (const std::exception& error) {
-        why = error.what();
-      }
-      if (why) {
-        // The members are out of step: fail the communicator, which tells the members of this
-        // host waiting on this one at once (on_failed), then name who is missing.
-        mark_failed(*why);
-        TORCH_CHECK(false, roll_call_->explain(*why));
-      }
-    };
-    return queue_->push(queue_->lock(), profiled(std::move(work)));
   }
 
   // Failing tells this host's members (waiting on this one in shared memory) at once.
@@ -410,12 +365,9 @@ class HierarchicalCommunicator final : public Communicator {
   HostPlacement placement_;
   std::shared_ptr<Communicator> local_;  // this member's host
   std::shared_ptr<Communicator> rail_;   // equal local index across hosts (uneven: first members)
-  std::shared_ptr<Communicator> flat_;   // every member, across hosts; failures name the missing
   std::unique_ptr<RailLink> rail_link_;  // this member's rail's; used by the worker thread
   bool even_;
-  std::shared_ptr<FailureRollCall> roll_call_;  // in the chunk's store
 
-  std::shared_ptr<TaskQueue> queue_ = TaskQueue::create();
   // The segments of a pipelined all_reduce, and a large all_gather's rail step, cross between
   // hosts on this queue's thread while the collective's own thread runs the host's steps.
   std::shared_ptr<TaskQueue> link_queue_ = TaskQueue::create();
@@ -466,7 +418,15 @@ std::shared_ptr<Communicator> make_hierarchical(const Rendezvous& rendezvous,
   // A failure's roll call, in the chunk's store (its sub-communicators have prefixes of their own).
   auto roll_call =
       std::make_shared<FailureRollCall>(rendezvous, members_elsewhere(placement, rendezvous));
-  if (!shares_a_host) {  // Gloo alone, naming the members that are gone when it fails
+  if (!shares_a_host) {
+    // One member per host (member m on host m): the hosts' own link where every member has an
+    // address its peers reach, else Gloo alone; either names the members that are gone.
+    auto link = RailLink::connect(
+        sub_rendezvous(rendezvous, "rail_link/0/", everyone, me, "the hosts' link"),
+        "the hosts' link");
+    if (link) {
+      return make_linked_hosts(me, std::move(flat), std::move(link), std::move(roll_call));
+    }
     return reporting_missing_members(std::move(flat), std::move(roll_call));
   }
   return std::make_shared<HierarchicalCommunicator>(me, std::move(placement), std::move(host),

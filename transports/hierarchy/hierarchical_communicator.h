@@ -45,7 +45,9 @@ namespace c10d_func {
 // The communicator of `rendezvous`'s chunk, whose members' host identities are `host_ids` (in
 // member order; more than one host). Forms a communicator of the member's host with `local`,
 // of its rail with `across_hosts` (where used), and of every member with `across_hosts`. A chunk
-// with no host holding two of its members gets the flat across-hosts communicator alone.
+// with no host holding two of its members gets the hosts' link beside the flat across-hosts
+// communicator (linked_hosts_communicator.h), or that communicator alone where a member has no
+// address its peers reach.
 std::shared_ptr<Communicator> make_hierarchical(const Rendezvous& rendezvous,
                                                 const std::vector<std::string>& host_ids,
                                                 const CommunicatorFactory& local,

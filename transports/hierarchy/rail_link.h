@@ -43,6 +43,14 @@ class RailLink {
   // The number of hosts the rail joins.
   int64_t size() const { return static_cast<int64_t>(sockets_.size()); }
 
+  // Whether all_reduce is the way to all-reduce `bytes` between the hosts: between two at every
+  // size (one exchange is what a ring would send), between more up to 1 MiB (each member sends
+  // its whole buffer to every other: above that, Gloo's ring sends fewer bytes).
+  bool serves_all_reduce(int64_t bytes) const {
+    return size() == 2 || bytes <= kAllReduceBytesBetweenMore;
+  }
+  static constexpr int64_t kAllReduceBytesBetweenMore = int64_t{1} << 20;
+
   // In place: `buffer` (contiguous, CPU, a dtype reduce_into takes) becomes the reduction of
   // every member's buffer. Blocks; raises naming the peer on a failure.
   void all_reduce(const at::Tensor& buffer, ReduceOp op);

@@ -248,7 +248,7 @@ def host_killed(rank: int, hosts: list[int], numel: int, across: int = 0) -> dic
     gone). Small: they die between collectives and host 0's ranks then issue a small all_reduce (it runs through the hosts' first ranks, so host
     0's second rank learns of the failure from its first, in shared memory). Host 0's ranks must
     raise, naming the ranks that are gone. `across` 1: the all_reduces run on pairs with one
-    member per host (0 with 2, 1 with 3: Gloo alone) instead of the world."""
+    member per host (0 with 2, 1 with 3: the hosts' link beside Gloo) instead of the world."""
     import signal
     import time
 

@@ -1,0 +1,48 @@
+#pragma once
+// HostSpanningCommunicator: what the communicators of a chunk spanning hosts share. The
+// collectives that no step inside a host or over the hosts' links speeds up (all_to_all,
+// broadcast, reduce, gather, scatter) run on the across-hosts transport (Gloo) over every member,
+// whose failures name the members that are gone; the others run their steps in issue order
+// (steps_in_order.h), the first failure naming them too.
+#include "transports/communicator.h"
+#include "transports/hierarchy/steps_in_order.h"
+#include "transports/missing_member_reports.h"
+#include "transports/roll_call.h"
+
+#include <memory>
+#include <vector>
+
+namespace c10d_func {
+
+class HostSpanningCommunicator : public Communicator {
+ public:
+  HostSpanningCommunicator(std::shared_ptr<Communicator> flat,
+                           const std::shared_ptr<FailureRollCall>& roll_call)
+      : flat_(reporting_missing_members(std::move(flat), roll_call)), steps_(*this, roll_call) {}
+
+  Completion all_to_all(const at::Tensor& output, const at::Tensor& input,
+                        std::vector<int64_t> output_split_sizes,
+                        std::vector<int64_t> input_split_sizes) override {
+    return flat_->all_to_all(output, input, std::move(output_split_sizes),
+                             std::move(input_split_sizes));
+  }
+  Completion broadcast(const at::Tensor& buffer, int64_t root) override {
+    return flat_->broadcast(buffer, root);
+  }
+  Completion reduce(const at::Tensor& buffer, int64_t root, ReduceOp reduce_op) override {
+    return flat_->reduce(buffer, root, reduce_op);
+  }
+  Completion gather(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
+    return flat_->gather(output, input, root);
+  }
+  Completion scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
+    return flat_->scatter(output, input, root);
+  }
+
+ protected:
+  std::shared_ptr<Communicator> flat_;  // every member, across hosts; failures name the missing
+  // The derived communicator's destructor stops it first, while the parts its steps use live.
+  StepsInOrder steps_;
+};
+
+}  // namespace c10d_func

@@ -1,0 +1,87 @@
+// See linked_hosts_communicator.h.
+#include "transports/hierarchy/linked_hosts_communicator.h"
+
+#include <ATen/ATen.h>
+
+#include "transports/hierarchy/host_spanning_communicator.h"
+#include "transports/reduction_staging.h"
+
+namespace c10d_func {
+namespace {
+
+class LinkedHostsCommunicator final : public HostSpanningCommunicator {
+ public:
+  LinkedHostsCommunicator(int64_t rank, std::shared_ptr<Communicator> flat,
+                          std::unique_ptr<RailLink> link,
+                          const std::shared_ptr<FailureRollCall>& roll_call)
+      : HostSpanningCommunicator(std::move(flat), roll_call), rank_(rank), link_(std::move(link)) {}
+
+  ~LinkedHostsCommunicator() override { steps_.stop(); }
+
+  int64_t rank() const override { return rank_; }
+  int64_t size() const override { return link_->size(); }
+  std::string backend_name() const override { return "link+gloo"; }
+  void set_timeout(std::chrono::milliseconds timeout) override {
+    flat_->set_timeout(timeout);
+    link_->set_timeout(timeout);
+  }
+
+  Completion all_reduce(const at::Tensor& buffer, ReduceOp reduce_op) override {
+    if (buffer.numel() == 0) {
+      return completed();
+    }
+    if (!link_->serves_all_reduce(buffer.nbytes())) {
+      return flat_->all_reduce(buffer, reduce_op);
+    }
+    return steps_.submit([this, buffer, reduce_op] {
+      at::AutoDispatchBelowADInplaceOrView below;
+      const auto staged = stage_reduction(buffer, reduce_op, /*transport_averages_floats=*/false);
+      link_->all_reduce(staged.wire.view(-1), staged.wire_op);
+      staged.finish(buffer, size());
+    });
+  }
+
+  Completion all_gather(const at::Tensor& output, const at::Tensor& input) override {
+    if (input.numel() == 0) {
+      return flat_->all_gather(output, input);
+    }
+    return steps_.submit([this, output, input] {
+      at::AutoDispatchBelowADInplaceOrView below;
+      // Member m is on host m: its block is row m of the output, received there.
+      link_->all_gather(input.contiguous().view(-1), output.view({size(), input.numel()}));
+    });
+  }
+
+  Completion reduce_scatter(const at::Tensor& output, const at::Tensor& input,
+                            ReduceOp reduce_op) override {
+    if (size() != 2 || input.numel() == 0) {
+      return flat_->reduce_scatter(output, input, reduce_op);
+    }
+    return steps_.submit([this, output, input, reduce_op] {
+      at::AutoDispatchBelowADInplaceOrView below;
+      const auto staged_out = stage_reduction(output, reduce_op, false);
+      const auto staged_in = stage_reduction(input, reduce_op, false);
+      const at::Tensor blocks = staged_in.wire.reshape({2, -1});
+      const at::Tensor mine = staged_out.wire.view(-1);
+      // This member keeps its own block, folding in the peer's part of it; it sends the peer's.
+      mine.copy_(blocks[rank_]);
+      link_->reduce_with_peer(blocks[1 - rank_], mine, staged_out.wire_op);
+      staged_out.finish(output, size());
+    });
+  }
+
+ private:
+  int64_t rank_;
+  std::unique_ptr<RailLink> link_;  // used by whichever thread runs the steps
+};
+
+}  // namespace
+
+std::shared_ptr<Communicator> make_linked_hosts(int64_t rank, std::shared_ptr<Communicator> flat,
+                                                std::unique_ptr<RailLink> link,
+                                                std::shared_ptr<FailureRollCall> roll_call) {
+  return std::make_shared<LinkedHostsCommunicator>(rank, std::move(flat), std::move(link),
+                                                   roll_call);
+}
+
+}  // namespace c10d_func

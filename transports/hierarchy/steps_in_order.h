@@ -1,0 +1,38 @@
+#pragma once
+// StepsInOrder: how a communicator spanning hosts runs its collectives, each several steps on
+// its parts (shared memory inside a host, a TCP link or Gloo between hosts): one collective at a
+// time in issue order, so that every member issues its parts' collectives in the same order, on
+// a thread of its own or on the thread that waits the collective when it is next (task_queue.h:
+// an issue-then-wait pays no hand-off between threads).
+//
+// The first step that fails fails the owner, which tells whoever shares its memory
+// (Communicator::on_failed) and fails every later collective at once; its error names the
+// members that are gone (a roll call in the store, roll_call.h).
+#include "transports/communicator.h"
+#include "transports/roll_call.h"
+#include "transports/task_queue.h"
+
+#include <functional>
+#include <memory>
+
+namespace c10d_func {
+
+class StepsInOrder {
+ public:
+  StepsInOrder(Communicator& owner, std::shared_ptr<FailureRollCall> roll_call)
+      : owner_(owner), roll_call_(std::move(roll_call)) {}
+
+  // Queues `steps` behind the collectives issued before; its Completion fails with what they
+  // threw, explained by the roll call.
+  Completion submit(std::function<void()> steps);
+
+  // Runs what is queued, then ends the thread: the owner calls it before its parts go.
+  void stop() { queue_->stop(); }
+
+ private:
+  Communicator& owner_;
+  std::shared_ptr<FailureRollCall> roll_call_;  // in the chunk's store
+  std::shared_ptr<TaskQueue> queue_ = TaskQueue::create();
+};
+
+}  // namespace c10d_func
