@@ -5,9 +5,10 @@ wait), against c10d_func on flat Gloo, classic `dist.*` on a c10d_func group (th
 runs on the same hierarchical communicator), torch's functional collectives and classic `dist.*`
 (both on torch's Gloo group), in the same run, on 2 hosts x 2 ranks made of network namespaces
 joined by a veth pair (tests/python/hosts.py; needs root), once with the link limited to 10 Gb/s
-(tc tbf) and once unlimited.
+(tc tbf) and once unlimited. `--per-host 1` runs 2 hosts x 1 rank instead: c10d_func's default is
+then the hosts' own TCP link beside Gloo (no host step), its first column.
 
-    sudo python -m benchmarks.across_hosts [--op all_reduce] [--iters 20] [--out DIR]
+    sudo python -m benchmarks.across_hosts [--op all_reduce] [--per-host 2] [--iters 20] [--out DIR]
 
 A size is the whole buffer: all_reduce's, all_gather's output, reduce_scatter's input (each rank
 gives or keeps a quarter of it).
@@ -16,8 +17,9 @@ Two measures, after a warm-up, as rank 0 sees them: the median time of one call 
 together after a barrier; the implementations take turns call by call), and the time per call of
 `iters` calls back to back (each waited before the next): the median over 5 such blocks, the
 implementations taking turns block by block, of each block's mean. Ratios are against c10d_func
-hierarchical. Writes results.json and results.md to --out (default benchmarks/results/hosts2 for
-all_reduce, hosts2_<op> for the others).
+c10d_func's default (the first column). Writes results.json and results.md to --out (default
+benchmarks/results/hosts2 for all_reduce, hosts2_<op> for the others; hosts2x1[_<op>] with
+--per-host 1).
 """
 
 from __future__ import annotations
@@ -45,9 +47,14 @@ CLASSIC = {
 }
 
 
-def impls(op: str) -> list[str]:
+def default_name(per_host: int) -> str:
+    """c10d_func's default across hosts: hierarchical where a host holds several ranks."""
+    return "c10d_func hierarchical" if per_host > 1 else "c10d_func over the hosts' link"
+
+
+def impls(op: str, per_host: int = 2) -> list[str]:
     return [
-        "c10d_func hierarchical",
+        default_name(per_host),
         "c10d_func ops, as compiled code calls them",
         "c10d_func flat Gloo",
         f"dist.{CLASSIC[op]} (c10d_func)",
@@ -56,7 +63,7 @@ def impls(op: str) -> list[str]:
     ]
 
 
-def make_calls(op: str, everyone: list[int], backend_group) -> dict:
+def make_calls(op: str, everyone: list[int], backend_group, per_host: int) -> dict:
     """Each implementation's call of `op` on a rank's input (the whole buffer for all_reduce and
     reduce_scatter; for all_gather this rank's block, a quarter of the output)."""
     import c10d_func
@@ -118,10 +125,10 @@ def make_calls(op: str, everyone: list[int], backend_group) -> dict:
         torch_eager,
         lambda x: classic(x, None),
     ]
-    return dict(zip(impls(op), calls))
+    return dict(zip(impls(op, per_host), calls))
 
 
-def rank_main(op: str, iters: int) -> None:
+def rank_main(op: str, iters: int, per_host: int) -> None:
     """One rank: times every implementation at every size; rank 0 prints the medians."""
     import torch
 
@@ -138,7 +145,7 @@ def rank_main(op: str, iters: int) -> None:
     everyone = list(range(world))
     c10d_func.set_transport("gloo", "cpu", tag="flat")
     backend_group = dist.new_group(backend="c10d_func")
-    calls = make_calls(op, everyone, backend_group)
+    calls = make_calls(op, everyone, backend_group, per_host)
     single: dict[str, dict[str, float]] = {}
     back_to_back: dict[str, dict[str, float]] = {}
     names = list(calls)
@@ -221,10 +228,11 @@ def measures(op: str) -> dict[str, str]:
 def table(runs: dict[str, dict], op: str) -> str:
     lines = []
     for link, result in runs.items():
+        per_host = result.get("per_host", 2)
         for measure, what in measures(op).items():
-            lines.extend(rows(f"{link}: {what}", result[measure], op))
+            lines.extend(rows(f"{link}: {what}", result[measure], op, per_host))
             if result.get("gbit"):
-                lines.extend(link_rate(result[measure], result["gbit"], op))
+                lines.extend(link_rate(result[measure], result["gbit"], op, per_host))
     return "\n".join(lines) + "\n"
 
 
@@ -235,18 +243,20 @@ def floor_bytes(size: int, op: str) -> int:
     return size if op == "all_reduce" else size // 2
 
 
-def link_rate(result: dict[str, dict[str, float]], gbit: float, op: str) -> list[str]:
-    """How close the hierarchical collective comes to the link."""
+def link_rate(
+    result: dict[str, dict[str, float]], gbit: float, op: str, per_host: int
+) -> list[str]:
+    """How close c10d_func's default comes to the link."""
     what = "size" if op == "all_reduce" else "size / 2"
     lines = [
         "",
-        f"Link-rate fraction of c10d_func hierarchical (the floor: {what} / link rate):",
+        f"Link-rate fraction of {default_name(per_host)} (the floor: {what} / link rate):",
         "",
     ]
     for size in sizes_of(op):
         if size >= 1 << 20:
             floor_us = floor_bytes(size, op) / (gbit * 1e9 / 8) * 1e6
-            measured = result[str(size)][impls(op)[0]]
+            measured = result[str(size)][impls(op, per_host)[0]]
             lines.append(
                 f"- {human(size)}: floor {floor_us:.0f} µs, measured {measured:.0f} µs: "
                 f"**{floor_us / measured:.0%}** of the link's rate"
@@ -254,10 +264,11 @@ def link_rate(result: dict[str, dict[str, float]], gbit: float, op: str) -> list
     return lines
 
 
-def rows(title: str, result: dict[str, dict[str, float]], op: str) -> list[str]:
-    names = impls(op)
+def rows(title: str, result: dict[str, dict[str, float]], op: str, per_host: int) -> list[str]:
+    names = impls(op, per_host)
+    shape = f"2 hosts x {per_host} rank{'s' if per_host > 1 else ''}"
     lines = [
-        f"\n**{title}** (2 hosts x 2 ranks; ratio = time / c10d_func hierarchical)\n",
+        f"\n**{title}** ({shape}; ratio = time / {names[0]})\n",
         "| size | " + " | ".join(names) + " |",
         "|---|" + "---|" * len(names),
     ]
@@ -273,19 +284,23 @@ def rows(title: str, result: dict[str, dict[str, float]], op: str) -> list[str]:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--rank":
-        rank_main(sys.argv[2], int(sys.argv[3]))
+        rank_main(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
         return
     parser = argparse.ArgumentParser(prog="python -m benchmarks.across_hosts", description=__doc__)
     parser.add_argument("--op", choices=OPS, default="all_reduce")
     parser.add_argument("--iters", type=int, default=20)
-    parser.add_argument("--out", type=Path, help="default: benchmarks/results/hosts2[_<op>]")
+    parser.add_argument(
+        "--per-host", type=int, choices=[1, 2], default=2, help="ranks on each of the 2 hosts"
+    )
+    parser.add_argument("--out", type=Path, help="default: benchmarks/results/hosts2[x1][_<op>]")
     parser.add_argument(
         "--links", choices=["both", "limited"], default="both", help="'limited': 10 Gb/s only"
     )
     args = parser.parse_args()
     if args.out is None:
         suffix = "" if args.op == "all_reduce" else f"_{args.op}"
-        args.out = HERE / "results" / f"hosts2{suffix}"
+        shape = "" if args.per_host == 2 else f"x{args.per_host}"
+        args.out = HERE / "results" / f"hosts2{shape}{suffix}"
     sys.path.insert(0, str(TESTS))
     from hosts import TestHosts, available, host_results
 
@@ -300,8 +315,8 @@ def main() -> None:
                 hosts.limit(1, gbit)
             launchers = hosts.launch(
                 str(Path(__file__)),
-                [2, 2],
-                ["--rank", args.op, str(args.iters)],
+                [args.per_host, args.per_host],
+                ["--rank", args.op, str(args.iters), str(args.per_host)],
                 env={"PYTHONPATH": f"{HERE.parent}:{TESTS}"},
             )
             ranks, _ = host_results(launchers, timeout=900)
@@ -311,8 +326,10 @@ def main() -> None:
             sys.exit(f"rank 0 failed ({code}):\n{out[-4000:]}")
         runs[link] = json.loads(lines[-1][len("RESULT ") :])
         runs[link]["gbit"] = gbit
+        runs[link]["per_host"] = args.per_host
         print(
-            f"{link}: hierarchical served by {runs[link]['hierarchical_backend']}, the backend's "
+            f"{link}: c10d_func's default served by {runs[link]['hierarchical_backend']}, the "
+            f"backend's "
             f"group by {runs[link]['backend_group_transport']}",
             flush=True,
         )
