@@ -32,7 +32,7 @@ A cell that fails (a compile error, say) is recorded with its error, and the run
     python -m benchmarks.models [--world-size 2|4] [--workloads tp,fsdp2,ddp]
         [--modes eager,compiled] [--dims tp=512,1024 fsdp2=256,512] [--iters N]
         [--rounds 1] [--out benchmarks/results/models]
-    sudo python -m benchmarks.models --hosts [--link-gbit 10]   # 2 test hosts x 2 ranks
+    sudo python -m benchmarks.models --hosts [--link-gbit 10] [--per-host 2]  # 2 test hosts
     python -m benchmarks.models --device cuda --world-size 1 --workloads tp
 
 --device cuda puts the model, its inputs and the mesh on each rank's GPU (cuda:LOCAL_RANK) and
@@ -40,8 +40,9 @@ times a step to the GPU's end of it (a synchronize); the reference backend is th
 so at world size 1 the run shows what c10d_func's CUDA path adds per call over torch's.
 
 --hosts runs every rank in a test host (tests/python/hosts.py: network namespaces joined by a
-veth pair limited to --link-gbit Gb/s; needs root), so c10d_func uses shared memory inside a
-host and Gloo between hosts. Writes results.json, results.md and, with matplotlib,
+veth pair limited to --link-gbit Gb/s; needs root), --per-host ranks each (default 2), so
+c10d_func uses shared memory inside a host and the hosts' links and Gloo between hosts (with one
+rank per host, the hosts' link beside Gloo). Writes results.json, results.md and, with matplotlib,
 models.png to --out.
 """
 
@@ -379,11 +380,11 @@ def launch_local(
 
 
 def launch_on_hosts(
-    tag: str, config: Path, logs: Path, timeout_s: float, link_gbit: float
+    tag: str, config: Path, logs: Path, timeout_s: float, link_gbit: float, per_host: int
 ) -> str | None:
-    """Runs the ranks of the launch `tag` on 2 test hosts x 2 ranks (fresh hosts each launch, the
-    link between them limited to `link_gbit` Gb/s, 0 for unlimited); None when every rank exited
-    0, else why not."""
+    """Runs the ranks of the launch `tag` on 2 test hosts x `per_host` ranks (fresh hosts each
+    launch, the link between them limited to `link_gbit` Gb/s, 0 for unlimited); None when every
+    rank exited 0, else why not."""
     sys.path.insert(0, str(TESTS))
     from hosts import TestHosts, host_results
 
@@ -396,7 +397,9 @@ def launch_on_hosts(
             # The host launcher's per-rank bound, which is shorter than a compiled run.
             "C10D_FUNC_TEST_HOST_TIMEOUT": str(timeout_s),
         }
-        launchers = hosts.launch(str(Path(__file__)), [2, 2], ["--rank-main", str(config)], env)
+        launchers = hosts.launch(
+            str(Path(__file__)), [per_host, per_host], ["--rank-main", str(config)], env
+        )
         try:
             ranks, _ = host_results(launchers, timeout=timeout_s + 60)
         except Exception as e:  # noqa: BLE001 - a launcher that never reported
@@ -493,7 +496,8 @@ def markdown(results: dict[str, Any]) -> str:
     device, ref = meta.get("device", "cpu"), meta.get("reference", "gloo")
     backends = [FLOOR, ref, "c10d_func"]
     where = (
-        f"2 test hosts x 2 ranks, veth {meta['link_gbit'] or 'unlimited'} Gb/s"
+        f"2 test hosts x {meta['world_size'] // 2} rank(s), veth {meta['link_gbit'] or 'unlimited'}"
+        " Gb/s"
         if meta["hosts"]
         else f"{meta['world_size']} ranks on one host"
     )
@@ -642,7 +646,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=1, help="launches per backend; best kept")
     parser.add_argument("--timeout", type=float, default=3600, help="s per backend launch")
     parser.add_argument("--pg-timeout", type=float, default=900, help="s, the groups' timeout")
-    parser.add_argument("--hosts", action="store_true", help="2 test hosts x 2 ranks (root)")
+    parser.add_argument("--hosts", action="store_true", help="2 test hosts (root)")
+    parser.add_argument("--per-host", type=int, default=2, help="with --hosts: ranks per host")
     parser.add_argument("--link-gbit", type=float, default=10.0, help="with --hosts; 0: no limit")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "models")
     parser.add_argument("--keep-logs", action="store_true", help="copy rank logs to --out/logs")
@@ -660,7 +665,7 @@ def parse_args() -> argparse.Namespace:
     if args.iters is not None:
         args.iters_infer = args.iters_train = args.iters
     if args.hosts:
-        args.world_size = 4
+        args.world_size = 2 * args.per_host
     return args
 
 
@@ -698,7 +703,7 @@ def run_launch(
     print(f"== {tag}: {args.world_size} ranks, {cells} cells", flush=True)
     start = time.monotonic()
     if args.hosts:
-        failure = launch_on_hosts(tag, config, work, args.timeout, args.link_gbit)
+        failure = launch_on_hosts(tag, config, work, args.timeout, args.link_gbit, args.per_host)
     else:
         failure = launch_local(tag, args.world_size, config, work, args.timeout, args.device)
     print(f"   {tag} took {time.monotonic() - start:.0f} s", flush=True)
