@@ -248,16 +248,16 @@ def test_a_host_killed_fails_the_survivors_at_once_reporting_missing_members(num
 
 
 @pytest.mark.parametrize(
-    "cpu_transport, across",
-    [(None, 1), ("gloo", 0)],
-    ids=["one_member_per_host", "gloo_asked_for"],
+    "cpu_transport, across, numel",
+    [(None, 1, 1 << 24), (None, 1, 8), ("gloo", 0, 1 << 24)],
+    ids=["one_member_per_host", "one_member_per_host_small", "gloo_asked_for"],
 )
-def test_a_host_killed_with_no_host_step_names_the_missing(cpu_transport, across, tmp_path):
+def test_a_host_killed_with_no_host_step_names_the_missing(cpu_transport, across, numel, tmp_path):
     # Where no step runs inside a host: a chunk with one member per host (the hosts' link beside
     # Gloo), or C10D_FUNC_CPU_TRANSPORT=gloo (Gloo alone, whose own error names no rank). A roll
     # call adds the ranks that are gone. Host 1's ranks die with a 64 MiB all_reduce issued and
-    # unfinished. The timeout is longer than the test's own bound on the hosts: a failure must
-    # not wait for it.
+    # unfinished, or (small) between collectives, before the survivors issue a small one. The
+    # timeout is longer than the test's own bound on the hosts: a failure must not wait for it.
     timeout = 600
     env = {"C10D_FUNC_TIMEOUT": str(timeout), "C10D_FUNC_TEST_SYNC_DIR": str(tmp_path)}
     if cpu_transport:
@@ -266,7 +266,7 @@ def test_a_host_killed_with_no_host_step_names_the_missing(cpu_transport, across
         launchers = hosts.launch(
             "on_test_hosts.py",
             [2, 2],
-            ["host_killed", "0,0,1,1", str(1 << 24), str(across)],
+            ["host_killed", "0,0,1,1", str(numel), str(across)],
             env=env,
         )
         ranks, leftovers = host_results(launchers)
