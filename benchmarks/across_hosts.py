@@ -1,4 +1,5 @@
-"""all_reduce (or, with --op, all_gather or reduce_scatter: FSDP's collectives) across test
+"""all_reduce (or, with --op, all_gather or reduce_scatter: FSDP's collectives; or broadcast from
+rank 0: loading a checkpoint on one rank, DDP's start) across test
 hosts: c10d_func's hierarchical collectives (shared memory inside each host; between hosts, each
 rail's own TCP link), called through the eager API and as compiled code calls them (the op and its
 wait), against c10d_func on flat Gloo, classic `dist.*` on a c10d_func group (the backend, which
@@ -38,12 +39,13 @@ TESTS = HERE.parent / "tests" / "python"
 SIZES = [8, 64 << 10, 1 << 20, 8 << 20, 16 << 20]
 # Blocks of calls back to back per implementation and size (the median block mean is kept).
 BLOCKS = 5
-OPS = ["all_reduce", "all_gather", "reduce_scatter"]
+OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast"]
 # The classic call of each op, for the columns' names.
 CLASSIC = {
     "all_reduce": "all_reduce",
     "all_gather": "all_gather_into_tensor",
     "reduce_scatter": "reduce_scatter_tensor",
+    "broadcast": "broadcast",
 }
 
 
@@ -100,6 +102,20 @@ def make_calls(op: str, everyone: list[int], backend_group, per_host: int) -> di
 
         def torch_eager(x):
             return torch_funcol.all_gather_tensor(x, 0, dist.group.WORLD).wait()
+
+    elif op == "broadcast":  # from rank 0, on host 0
+
+        def eager(x, tag):
+            return c10d_func.broadcast(x, 0, everyone, tag).wait()
+
+        def as_compiled(x):
+            return ops.wait_tensor(ops.broadcast(x, 0, "hier", everyone, world))
+
+        def classic(x, group):
+            return dist.broadcast(x, 0, group=group)
+
+        def torch_eager(x):
+            return torch_funcol.broadcast(x, 0, dist.group.WORLD).wait()
 
     else:
 
@@ -214,7 +230,7 @@ def human(size: int) -> str:
 
 def sizes_of(op: str) -> list[int]:
     # all_gather's and reduce_scatter's smallest buffer holds one 4-byte element per rank.
-    return SIZES if op == "all_reduce" else [64] + SIZES[1:]
+    return SIZES if op in ("all_reduce", "broadcast") else [64] + SIZES[1:]
 
 
 def measures(op: str) -> dict[str, str]:
@@ -239,15 +255,16 @@ def table(runs: dict[str, dict], op: str) -> str:
 def floor_bytes(size: int, op: str) -> int:
     """What each of 2 hosts must send the other at least: an all_reduce its whole partial sum's
     worth (half in the reduce-scatter, half in the all-gather); an all_gather its half of the
-    output; a reduce_scatter the other host's half of its partial sums."""
-    return size if op == "all_reduce" else size // 2
+    output; a reduce_scatter the other host's half of its partial sums; a broadcast's root host
+    the whole buffer (the other host nothing)."""
+    return size if op in ("all_reduce", "broadcast") else size // 2
 
 
 def link_rate(
     result: dict[str, dict[str, float]], gbit: float, op: str, per_host: int
 ) -> list[str]:
     """How close c10d_func's default comes to the link."""
-    what = "size" if op == "all_reduce" else "size / 2"
+    what = "size" if op in ("all_reduce", "broadcast") else "size / 2"
     lines = [
         "",
         f"Link-rate fraction of {default_name(per_host)} (the floor: {what} / link rate):",

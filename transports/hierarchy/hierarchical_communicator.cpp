@@ -244,6 +244,28 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
     });
   }
 
+  Completion broadcast(const at::Tensor& buffer, int64_t root) override {
+    if (!even_ || buffer.numel() == 0 || !buffer.is_contiguous()) {
+      return flat_->broadcast(buffer, root);
+    }
+    return steps_.submit([this, buffer, root] {
+      at::AutoDispatchBelowADInplaceOrView below;
+      // Along the root's rail first (the members of its local index: the buffer crosses to each
+      // other host once, where the flat broadcast sends it to every member elsewhere), then
+      // inside every host from that member.
+      const int64_t root_local = placement_.local_index[root];
+      if (local_->rank() == root_local) {
+        const int64_t root_host = placement_.host_of[root];
+        if (rail_link_) {
+          rail_link_->broadcast(buffer, root_host);
+        } else {
+          wait_for(rail_->broadcast(buffer, root_host));
+        }
+      }
+      wait_for(local_->broadcast(buffer, root_local));
+    });
+  }
+
  private:
   // Every host reduces into its first member (the leader), the leaders all-reduce between hosts,
   // and each leader broadcasts inside its host: one message between hosts per host instead of

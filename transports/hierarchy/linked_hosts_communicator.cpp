@@ -70,6 +70,16 @@ class LinkedHostsCommunicator final : public HostSpanningCommunicator {
     });
   }
 
+  Completion broadcast(const at::Tensor& buffer, int64_t root) override {
+    if (buffer.numel() == 0 || !buffer.is_contiguous()) {
+      return flat_->broadcast(buffer, root);
+    }
+    return steps_.submit([this, buffer, root] {
+      at::AutoDispatchBelowADInplaceOrView below;
+      link_->broadcast(buffer, root);
+    });
+  }
+
  private:
   int64_t rank_;
   std::unique_ptr<RailLink> link_;  // used by whichever thread runs the steps

@@ -313,8 +313,17 @@ void RailLink::all_gather(const at::Tensor& block, const at::Tensor& blocks) {
       block, [](size_t) {}, rows);
 }
 
+void RailLink::broadcast(const at::Tensor& buffer, int64_t root) {
+  TORCH_INTERNAL_ASSERT(buffer.is_contiguous() && root >= 0 && root < size(),
+                        "rail link: broadcast from position ", root, " of ", size());
+  std::vector<char*> into(sockets_.size(), nullptr);
+  into[root] = static_cast<char*>(buffer.data_ptr());
+  exchange(
+      buffer, [](size_t) {}, into, root);
+}
+
 void RailLink::exchange(const at::Tensor& buffer, const std::function<void(size_t)>& received_up_to,
-                        const std::vector<char*>& receive_into) {
+                        const std::vector<char*>& receive_into, int64_t only_from) {
   const size_t bytes = static_cast<size_t>(buffer.numel()) * buffer.element_size();
   const int64_t members = size();
   Header header{++collectives_, bytes};
@@ -325,12 +334,19 @@ void RailLink::exchange(const at::Tensor& buffer, const std::function<void(size_
   const size_t total = sizeof(Header) + bytes;
   int64_t open = 0;
   for (int64_t p = 0; p < members; ++p) {
-    if (p != position_) {
-      if (receive_into.empty() && inbox_[p].size() < bytes) {
-        inbox_[p].resize(bytes);
-      }
-      open += 2;  // a send and a receive
+    if (p == position_) {
+      continue;
     }
+    // Nothing to move counts as moved: a broadcast's root receives nothing, the others send
+    // nothing and hear from the root alone.
+    const bool sends = only_from < 0 || position_ == only_from;
+    const bool receives = only_from < 0 || p == only_from;
+    sent[p] = sends ? 0 : total;
+    got[p] = receives ? 0 : total;
+    if (receives && receive_into.empty() && inbox_[p].size() < bytes) {
+      inbox_[p].resize(bytes);
+    }
+    open += (sends ? 1 : 0) + (receives ? 1 : 0);
   }
   const auto inbox = [&](int64_t p) {
     return receive_into.empty() ? inbox_[p].data() : receive_into[p];

@@ -67,6 +67,10 @@ class RailLink {
   // rows: what a ring all_gather sends and receives, in one round.
   void all_gather(const at::Tensor& block, const at::Tensor& blocks);
 
+  // The member at position `root` sends `buffer` (contiguous, one size on every member) to every
+  // other, which receive it straight into theirs.
+  void broadcast(const at::Tensor& buffer, int64_t root);
+
   // Bounds the exchanges that start from now on (any thread may call it).
   void set_timeout(std::chrono::milliseconds timeout) { timeout_.set(timeout); }
 
@@ -77,9 +81,11 @@ class RailLink {
   void fold_from_peer(const at::Tensor& window, const at::Tensor& into, ReduceOp op);
   // Sends and receives until every peer has every byte, calling `received_up_to(bytes)` as the
   // payload both sent to and received from every peer grows. Peer p's payload lands in
-  // `receive_into[p]` (as many bytes as `buffer`) when given, else in its inbox.
+  // `receive_into[p]` (as many bytes as `buffer`) when given, else in its inbox. `only_from` >= 0:
+  // a broadcast from that position instead, which sends to every other member, and they
+  // receive from it alone.
   void exchange(const at::Tensor& buffer, const std::function<void(size_t)>& received_up_to,
-                const std::vector<char*>& receive_into = {});
+                const std::vector<char*>& receive_into = {}, int64_t only_from = -1);
 
   int64_t position_;              // this member's index in the rail (its host's)
   std::vector<int64_t> members_;  // the rail's global ranks, for messages

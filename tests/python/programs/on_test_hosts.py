@@ -104,7 +104,7 @@ def opposite_orders_across_tags(rank: int, hosts: list[int]) -> list[str]:
 
 def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
     """The hierarchical paths on chunks spanning hosts: every reduction and dtype of all_reduce
-    and reduce_scatter, and all_gather, at sizes the hosts' pieces do not divide and at 1 MiB
+    and reduce_scatter, all_gather and broadcast (from every member), at sizes the hosts' pieces do not divide and at 1 MiB
     (and all_reduces large enough to pipeline), on the world in rank order and in an order that
     alternates hosts (member order is not host order), against references built from every
     member's known input."""
@@ -135,6 +135,13 @@ def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
                 why = mismatch(gathered, torch.cat(inputs), True)
                 if why:
                     failures.append(f"{what} all_gather: {why}")
+                # From every member: along its rail first (or straight over the hosts' link),
+                # then inside each host from that rail's member.
+                for root in range(n):
+                    got = funcol.broadcast(inputs[me], root, members, tag).wait()
+                    why = mismatch(got, inputs[root], True)
+                    if why:
+                        failures.append(f"{what} broadcast from {members[root]}: {why}")
         # Large enough to go in pipelined segments (each member's piece 2 MiB and more: one
         # segment crosses between hosts while the host reduces the next), with a padded tail.
         numel = (1 << 20) + 5
