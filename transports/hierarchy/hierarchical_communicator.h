@@ -14,15 +14,17 @@
 // and at every size:
 //   reduce_scatter = reduce-scatter inside each host, then reduce-scatter along the rail;
 //   all_gather     = all-gather along the rail (each member's own block), then inside each
-//                    host, so each host's blocks cross the network once.
+//                    host, so each host's blocks cross the network once;
+//   broadcast      = broadcast along the root's rail (the buffer crosses to each other host
+//                    once), then inside each host from that rail's member.
 // With members numbered host by host, the steps inside a host of a large all_gather or
 // reduce_scatter run once per host, straight on the caller's buffer (host_placement.h).
-// Between hosts, a rail's all-reduce and all-gather run over the rail's own TCP link
+// Between hosts, a rail's all-reduce, all-gather and broadcast run over the rail's own TCP link
 // (rail_link.h): one round of exchange; all-reduce at every size between two hosts, up to 1 MiB
 // between more (above it, Gloo's ring sends fewer bytes); all-gather at every size (each block
 // crosses to every other host once, as in a ring). Outputs and snapshots come from the host's
 // symmetric memory (the shm communicator's pool), as on one host.
-// Uneven hosts: all_gather and reduce_scatter run flat. all_to_all, broadcast, reduce, gather
+// Uneven hosts: all_gather, reduce_scatter and broadcast run flat. all_to_all, reduce, gather
 // and scatter run flat on the across-hosts transport over every member. Each collective's steps
 // run one collective at a time in issue order, so every member issues its sub-communicators'
 // collectives in the same order: on the communicator's own thread, or on the thread that waits

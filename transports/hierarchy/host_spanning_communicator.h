@@ -1,7 +1,8 @@
 #pragma once
 // HostSpanningCommunicator: what the communicators of a chunk spanning hosts share. The
-// collectives that no step inside a host or over the hosts' links speeds up (all_to_all,
-// broadcast, reduce, gather, scatter) run on the across-hosts transport (Gloo) over every member,
+// collectives that no step inside a host or over the hosts' links speeds up (all_to_all, reduce,
+// gather, scatter; broadcast where the derived communicator has no better way) run on the
+// across-hosts transport (Gloo) over every member,
 // whose failures name the members that are gone; the others run their steps in issue order
 // (steps_in_order.h), the first failure naming them too.
 #include "transports/communicator.h"

@@ -7,6 +7,7 @@
 //   all_reduce     between two hosts at every size (each side sends its buffer once, folded in
 //                  place as the peer's arrives), between more up to 1 MiB;
 //   all_gather     at every size, each block straight into the receivers' rows;
+//   broadcast      at every size, the root sending straight into the others' buffers;
 //   reduce_scatter between two hosts, each side sending only the block the other keeps.
 // The rest (and all_reduce above 1 MiB between more than two hosts, reduce_scatter between more)
 // runs on Gloo over every member. A failure names the members that are gone (roll_call.h).

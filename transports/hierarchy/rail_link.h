@@ -1,7 +1,7 @@
 #pragma once
 // A rail's link: one TCP connection between every two members of a rail (one member per host,
 // of equal local index; rail 0 is the hosts' first members, their "leaders"), for the
-// hierarchy's all_reduces and all_gathers between hosts (and, between two hosts, its
+// hierarchy's all_reduces, all_gathers and broadcasts between hosts (and, between two hosts, its
 // reduce_scatters). Each member sends its buffer to every other member of the rail and reduces
 // (or, for all_gather, keeps) what it receives, in one round: a small message costs its round
 // trips and thread hand-offs, not its bytes, and Gloo's ring takes several rounds and hands each
