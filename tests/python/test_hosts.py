@@ -177,15 +177,17 @@ def test_strangers_at_every_listening_port_change_no_result(tmp_path):
     assert leftovers == {0: [], 1: []}, leftovers
 
 
-def test_a_link_down_mid_job_fails_every_rank_within_the_timeout(tmp_path):
+@pytest.mark.parametrize("per_host", [2, 1], ids=["hierarchical", "one_member_per_host"])
+def test_a_link_down_mid_job_fails_every_rank_within_the_timeout(per_host, tmp_path):
     # Host 1's first rank cuts the veth inside its host; the next collective spanning hosts must
     # fail on every rank of both hosts within C10D_FUNC_TIMEOUT, and leave no segment behind.
     timeout = 8
+    hosts_of = [0] * per_host + [1] * per_host
     with TestHosts(2) as hosts:
         launchers = hosts.launch(
             "on_test_hosts.py",
-            [2, 2],
-            ["link_down", "0,0,1,1"],
+            [per_host, per_host],
+            ["link_down", ",".join(map(str, hosts_of))],
             env={
                 "C10D_FUNC_TIMEOUT": str(timeout),
                 "C10D_FUNC_TEST_LINK": hosts.links[0][1],
@@ -197,10 +199,12 @@ def test_a_link_down_mid_job_fails_every_rank_within_the_timeout(tmp_path):
         assert "c10d_func.all_reduce failed on group (tag='across'" in result["error"], result
         # Host 0 holds the store: it names who did not answer; host 1 cannot reach the store,
         # and names who is out of reach.
+        elsewhere = [r for r, h in enumerate(hosts_of) if h != hosts_of[rank]]
+        absent = f"rank {elsewhere[0]}" if len(elsewhere) == 1 else f"ranks {elsewhere}"
         missing = (
-            "ranks [2, 3] did not answer a roll call"
-            if rank < 2
-            else "ranks [0, 1] on other hosts are unreachable from here"
+            f"{absent} did not answer a roll call"
+            if hosts_of[rank] == 0
+            else f"ranks {elsewhere} on other hosts are unreachable from here"
         )
         assert missing in result["error"], f"rank {rank}: {result}"
         # Within the timeout, as the error reports it (the harness scales it on slow runs).
