@@ -1,5 +1,5 @@
-"""all_reduce (or, with --op, all_gather or reduce_scatter: FSDP's collectives; or broadcast from
-rank 0: loading a checkpoint on one rank, DDP's start) across test
+"""all_reduce (or, with --op, all_gather or reduce_scatter: FSDP's collectives; broadcast from
+rank 0: loading a checkpoint on one rank, DDP's start; all_to_all: MoE's exchange) across test
 hosts: c10d_func's hierarchical collectives (shared memory inside each host; between hosts, each
 rail's own TCP link), called through the eager API and as compiled code calls them (the op and its
 wait), against c10d_func on flat Gloo, classic `dist.*` on a c10d_func group (the backend, which
@@ -39,13 +39,14 @@ TESTS = HERE.parent / "tests" / "python"
 SIZES = [8, 64 << 10, 1 << 20, 8 << 20, 16 << 20]
 # Blocks of calls back to back per implementation and size (the median block mean is kept).
 BLOCKS = 5
-OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast"]
+OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"]
 # The classic call of each op, for the columns' names.
 CLASSIC = {
     "all_reduce": "all_reduce",
     "all_gather": "all_gather_into_tensor",
     "reduce_scatter": "reduce_scatter_tensor",
     "broadcast": "broadcast",
+    "all_to_all": "all_to_all_single",
 }
 
 
@@ -102,6 +103,20 @@ def make_calls(op: str, everyone: list[int], backend_group, per_host: int) -> di
 
         def torch_eager(x):
             return torch_funcol.all_gather_tensor(x, 0, dist.group.WORLD).wait()
+
+    elif op == "all_to_all":  # equal blocks (MoE's token exchange, evenly routed)
+
+        def eager(x, tag):
+            return c10d_func.all_to_all_single(x, None, None, everyone, tag).wait()
+
+        def as_compiled(x):
+            return ops.wait_tensor(ops.all_to_all_single(x, None, None, "hier", everyone, world))
+
+        def classic(x, group):
+            return dist.all_to_all_single(torch.empty_like(x), x, group=group)
+
+        def torch_eager(x):
+            return torch_funcol.all_to_all_single(x, None, None, dist.group.WORLD).wait()
 
     elif op == "broadcast":  # from rank 0, on host 0
 
@@ -229,7 +244,8 @@ def human(size: int) -> str:
 
 
 def sizes_of(op: str) -> list[int]:
-    # all_gather's and reduce_scatter's smallest buffer holds one 4-byte element per rank.
+    # all_gather's, reduce_scatter's and all_to_all's smallest buffer holds one 4-byte element per
+    # rank.
     return SIZES if op in ("all_reduce", "broadcast") else [64] + SIZES[1:]
 
 
@@ -252,11 +268,14 @@ def table(runs: dict[str, dict], op: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def floor_bytes(size: int, op: str) -> int:
+def floor_bytes(size: int, op: str, per_host: int) -> int:
     """What each of 2 hosts must send the other at least: an all_reduce its whole partial sum's
     worth (half in the reduce-scatter, half in the all-gather); an all_gather its half of the
     output; a reduce_scatter the other host's half of its partial sums; a broadcast's root host
-    the whole buffer (the other host nothing)."""
+    the whole buffer (the other host nothing); an all_to_all, of each member's buffer, the half
+    bound for the other host."""
+    if op == "all_to_all":
+        return size // 2 * per_host
     return size if op in ("all_reduce", "broadcast") else size // 2
 
 
@@ -265,6 +284,8 @@ def link_rate(
 ) -> list[str]:
     """How close c10d_func's default comes to the link."""
     what = "size" if op in ("all_reduce", "broadcast") else "size / 2"
+    if op == "all_to_all":
+        what = f"size / 2 x {per_host} member(s) per host"
     lines = [
         "",
         f"Link-rate fraction of {default_name(per_host)} (the floor: {what} / link rate):",
@@ -272,7 +293,7 @@ def link_rate(
     ]
     for size in sizes_of(op):
         if size >= 1 << 20:
-            floor_us = floor_bytes(size, op) / (gbit * 1e9 / 8) * 1e6
+            floor_us = floor_bytes(size, op, per_host) / (gbit * 1e9 / 8) * 1e6
             measured = result[str(size)][impls(op, per_host)[0]]
             lines.append(
                 f"- {human(size)}: floor {floor_us:.0f} µs, measured {measured:.0f} µs: "

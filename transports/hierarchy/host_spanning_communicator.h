@@ -15,6 +15,17 @@
 
 namespace c10d_func {
 
+// Whether an all_to_all's split sizes (rows of dim 0 per member; empty: equal) give every one of
+// `members` the same number of the `rows`: the case the steps between hosts serve.
+inline bool equal_blocks(const std::vector<int64_t>& splits, int64_t rows, int64_t members) {
+  for (const int64_t split : splits) {
+    if (split * members != rows) {
+      return false;
+    }
+  }
+  return rows % members == 0;
+}
+
 class HostSpanningCommunicator : public Communicator {
  public:
   HostSpanningCommunicator(std::shared_ptr<Communicator> flat,

@@ -70,6 +70,26 @@ class LinkedHostsCommunicator final : public HostSpanningCommunicator {
     });
   }
 
+  Completion all_to_all(const at::Tensor& output, const at::Tensor& input,
+                        std::vector<int64_t> output_split_sizes,
+                        std::vector<int64_t> input_split_sizes) override {
+    if (input.numel() == 0 || !input.is_contiguous() || !output.is_contiguous() ||
+        input.dim() == 0 || !equal_blocks(input_split_sizes, input.size(0), size()) ||
+        !equal_blocks(output_split_sizes, output.size(0), size())) {
+      return flat_->all_to_all(output, input, std::move(output_split_sizes),
+                               std::move(input_split_sizes));
+    }
+    return steps_.submit([this, output, input] {
+      at::AutoDispatchBelowADInplaceOrView below;
+      // Member m is on host m: block m of the input goes to it, block m of the output comes
+      // from it, each received straight into its place.
+      const std::vector<at::Tensor> sends = input.view({size(), -1}).unbind(0);
+      const std::vector<at::Tensor> receives = output.view({size(), -1}).unbind(0);
+      receives[rank_].copy_(sends[rank_]);
+      link_->all_to_all(sends, receives);
+    });
+  }
+
   Completion broadcast(const at::Tensor& buffer, int64_t root) override {
     if (buffer.numel() == 0 || !buffer.is_contiguous()) {
       return flat_->broadcast(buffer, root);

@@ -322,8 +322,31 @@ void RailLink::broadcast(const at::Tensor& buffer, int64_t root) {
       buffer, [](size_t) {}, into, root);
 }
 
+void RailLink::all_to_all(const std::vector<at::Tensor>& sends,
+                          const std::vector<at::Tensor>& receives) {
+  const auto peer = (position_ + 1) % size();
+  TORCH_INTERNAL_ASSERT(static_cast<int64_t>(sends.size()) == size() &&
+                            static_cast<int64_t>(receives.size()) == size(),
+                        "rail link: all_to_all of ", sends.size(), " parts between ", size());
+  std::vector<char*> from(sockets_.size(), nullptr), into(sockets_.size(), nullptr);
+  for (int64_t p = 0; p < size(); ++p) {
+    if (p == position_) {
+      continue;
+    }
+    TORCH_INTERNAL_ASSERT(sends[p].is_contiguous() && receives[p].is_contiguous() &&
+                              sends[p].nbytes() == sends[peer].nbytes() &&
+                              receives[p].nbytes() == sends[peer].nbytes(),
+                          "rail link: all_to_all parts of different sizes");
+    from[p] = static_cast<char*>(sends[p].data_ptr());
+    into[p] = static_cast<char*>(receives[p].data_ptr());
+  }
+  exchange(
+      sends[peer], [](size_t) {}, into, -1, from);
+}
+
 void RailLink::exchange(const at::Tensor& buffer, const std::function<void(size_t)>& received_up_to,
-                        const std::vector<char*>& receive_into, int64_t only_from) {
+                        const std::vector<char*>& receive_into, int64_t only_from,
+                        const std::vector<char*>& send_from) {
   const size_t bytes = static_cast<size_t>(buffer.numel()) * buffer.element_size();
   const int64_t members = size();
   Header header{++collectives_, bytes};
@@ -413,7 +436,8 @@ void RailLink::exchange(const at::Tensor& buffer, const std::function<void(size_
         iovec parts[2];
         msghdr message{};
         message.msg_iov = parts;
-        message.msg_iovlen = pieces(sent[p], reinterpret_cast<char*>(&header), payload, parts);
+        message.msg_iovlen = pieces(sent[p], reinterpret_cast<char*>(&header),
+                                    send_from.empty() ? payload : send_from[p], parts);
         const ssize_t moved = ::sendmsg(fd, &message, MSG_NOSIGNAL);
         TORCH_CHECK(moved >= 0 || errno == EAGAIN || errno == EINTR, "between hosts (", name_,
                     "): sending to ", name(p), " failed (", error_text(errno),

@@ -71,6 +71,12 @@ class RailLink {
   // other, which receive it straight into theirs.
   void broadcast(const at::Tensor& buffer, int64_t root);
 
+  // Each member sends `sends[p]` to the member at position p and receives that member's part
+  // for it into `receives[p]`, for every other position p (contiguous tensors of one size and
+  // dtype, on every member; the own position's entries are not touched): an all_to_all's step
+  // between hosts, in one round.
+  void all_to_all(const std::vector<at::Tensor>& sends, const std::vector<at::Tensor>& receives);
+
   // Bounds the exchanges that start from now on (any thread may call it).
   void set_timeout(std::chrono::milliseconds timeout) { timeout_.set(timeout); }
 
@@ -83,9 +89,11 @@ class RailLink {
   // payload both sent to and received from every peer grows. Peer p's payload lands in
   // `receive_into[p]` (as many bytes as `buffer`) when given, else in its inbox. `only_from` >= 0:
   // a broadcast from that position instead, which sends to every other member, and they
-  // receive from it alone.
+  // receive from it alone. `send_from[p]`, when given, is what peer p gets (as many bytes as
+  // `buffer`) instead of `buffer`.
   void exchange(const at::Tensor& buffer, const std::function<void(size_t)>& received_up_to,
-                const std::vector<char*>& receive_into = {}, int64_t only_from = -1);
+                const std::vector<char*>& receive_into = {}, int64_t only_from = -1,
+                const std::vector<char*>& send_from = {});
 
   int64_t position_;              // this member's index in the rail (its host's)
   std::vector<int64_t> members_;  // the rail's global ranks, for messages

@@ -104,7 +104,7 @@ def opposite_orders_across_tags(rank: int, hosts: list[int]) -> list[str]:
 
 def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
     """The hierarchical paths on chunks spanning hosts: every reduction and dtype of all_reduce
-    and reduce_scatter, all_gather and broadcast (from every member), at sizes the hosts' pieces do not divide and at 1 MiB
+    and reduce_scatter, all_gather, all_to_all and broadcast (from every member), at sizes the hosts' pieces do not divide and at 1 MiB
     (and all_reduces large enough to pipeline), on the world in rank order and in an order that
     alternates hosts (member order is not host order), against references built from every
     member's known input."""
@@ -135,6 +135,14 @@ def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
                 why = mismatch(gathered, torch.cat(inputs), True)
                 if why:
                     failures.append(f"{what} all_gather: {why}")
+                # Block j of member i's input lands as block i of member j's output: in two
+                # steps (inside the host, then along the rail over its link) up to 1 MiB on
+                # even hosts, over the hosts' link with one member per host, else Gloo.
+                got = funcol.all_to_all_single(blocks[me], None, None, members, tag).wait()
+                expected = torch.cat([b.chunk(n)[me] for b in blocks])
+                why = mismatch(got, expected, True)
+                if why:
+                    failures.append(f"{what} all_to_all: {why}")
                 # From every member: along its rail first (or straight over the hosts' link),
                 # then inside each host from that rail's member.
                 for root in range(n):
