@@ -16,7 +16,9 @@
 //   all_gather     = all-gather along the rail (each member's own block), then inside each
 //                    host, so each host's blocks cross the network once;
 //   broadcast      = broadcast along the root's rail (the buffer crosses to each other host
-//                    once), then inside each host from that rail's member.
+//                    once), then inside each host from that rail's member;
+//   all_to_all     = of equal blocks up to 512 KiB: inside each host, then along the rails
+//                    (two_step_all_to_all.h).
 // With members numbered host by host, the steps inside a host of a large all_gather or
 // reduce_scatter run once per host, straight on the caller's buffer (host_placement.h).
 // Between hosts, a rail's all-reduce, all-gather and broadcast run over the rail's own TCP link
@@ -24,7 +26,7 @@
 // between more (above it, Gloo's ring sends fewer bytes); all-gather at every size (each block
 // crosses to every other host once, as in a ring). Outputs and snapshots come from the host's
 // symmetric memory (the shm communicator's pool), as on one host.
-// Uneven hosts: all_gather, reduce_scatter and broadcast run flat. all_to_all, reduce, gather
+// Uneven hosts: all_gather, reduce_scatter, broadcast and all_to_all run flat. reduce, gather
 // and scatter run flat on the across-hosts transport over every member. Each collective's steps
 // run one collective at a time in issue order, so every member issues its sub-communicators'
 // collectives in the same order: on the communicator's own thread, or on the thread that waits

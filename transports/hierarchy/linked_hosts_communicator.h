@@ -8,6 +8,7 @@
 //                  place as the peer's arrives), between more up to 1 MiB;
 //   all_gather     at every size, each block straight into the receivers' rows;
 //   broadcast      at every size, the root sending straight into the others' buffers;
+//   all_to_all     of equal blocks at every size, each block straight into its place;
 //   reduce_scatter between two hosts, each side sending only the block the other keeps.
 // The rest (and all_reduce above 1 MiB between more than two hosts, reduce_scatter between more)
 // runs on Gloo over every member. A failure names the members that are gone (roll_call.h).
