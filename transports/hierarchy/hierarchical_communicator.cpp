@@ -85,13 +85,6 @@ Rendezvous sub_rendezvous(const Rendezvous& rendezvous, const std::string& prefi
   return sub;
 }
 
-void wait_for(const Completion& completion) {
-  wait_completion(completion);
-  if (completion->hasError()) {
-    std::rethrow_exception(completion->exception_ptr());
-  }
-}
-
 class HierarchicalCommunicator final : public HostSpanningCommunicator {
  public:
   HierarchicalCommunicator(int64_t rank, HostPlacement placement,

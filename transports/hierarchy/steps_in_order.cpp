@@ -3,10 +3,18 @@
 
 #include "transports/call_scope.h"
 
+#include <exception>
 #include <optional>
 #include <string>
 
 namespace c10d_func {
+
+void wait_for(const Completion& completion) {
+  wait_completion(completion);
+  if (completion->hasError()) {
+    std::rethrow_exception(completion->exception_ptr());
+  }
+}
 
 Completion StepsInOrder::submit(std::function<void()> steps) {
   std::function<void()> work = [this, steps = std::move(steps)] {

@@ -17,6 +17,10 @@
 
 namespace c10d_func {
 
+// Waits a part's collective, one step of a collective spanning hosts, and rethrows its failure
+// (the step's caller, StepsInOrder::submit's work, then fails the whole collective).
+void wait_for(const Completion& completion);
+
 class StepsInOrder {
  public:
   StepsInOrder(Communicator& owner, std::shared_ptr<FailureRollCall> roll_call)
