@@ -77,23 +77,22 @@ class Communicator {
   virtual bool reads_inputs_after_return(int64_t bytes) const { return true; }
 
   // A private contiguous copy of `input` for a collective that reads it after returning. A
-  // transport may serve it from memory it reuses (fresh pages cost a fault each).
-  virtual at::Tensor snapshot(const at::Tensor& input) {
-    return input.clone(at::MemoryFormat::Contiguous);
-  }
+  // transport may serve it from memory it reuses (fresh pages cost a fault each); the default
+  // takes large CPU ones from the process's cache of private host memory (host_block_cache.h).
+  virtual at::Tensor snapshot(const at::Tensor& input);
 
   // A fresh contiguous output for a collective of this communicator. The shm transport places
-  // large ones in symmetric memory, where the members write them in place.
-  virtual at::Tensor new_output(at::IntArrayRef sizes, const at::TensorOptions& options) {
-    return at::empty(sizes, options);
-  }
+  // large ones in symmetric memory, where the members write them in place; the default takes
+  // large CPU ones from the process's cache of private host memory.
+  virtual at::Tensor new_output(at::IntArrayRef sizes, const at::TensorOptions& options);
   // c10d_func.empty(..., group=): a tensor in symmetric memory where the transport has it (read
   // in place as a collective's input), ordinary memory elsewhere.
   virtual at::Tensor new_symmetric(at::IntArrayRef sizes, const at::TensorOptions& options) {
     return at::empty(sizes, options);
   }
-  // Counters of the transport's memory (c10d_func.groups()'s "memory"); empty when it has none.
-  virtual std::vector<std::pair<std::string, int64_t>> memory_stats() const { return {}; }
+  // Counters of the transport's memory (c10d_func.groups()'s "memory"); the default: those of
+  // the process's cache of private host memory, which the defaults above draw from.
+  virtual std::vector<std::pair<std::string, int64_t>> memory_stats() const;
   // What it has done, where something observes it (nullopt for a bare transport).
   virtual std::optional<Activity> activity() const { return std::nullopt; }
 
@@ -135,5 +134,8 @@ class Communicator {
   std::optional<std::string> failure_;
   std::atomic<bool> failed_{false};
 };
+
+// The counters of the process's cache of private host memory, as memory_stats() names them.
+std::vector<std::pair<std::string, int64_t>> private_host_cache_stats();
 
 }  // namespace c10d_func

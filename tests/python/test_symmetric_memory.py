@@ -299,6 +299,8 @@ def body_pool_exhausted(rank: int, world_size: int, bound: int) -> list[str]:
         checks.failures.append(
             f"rank {rank}: pool of {bound} B: expected fallbacks within the bound, got {memory}"
         )
+    if memory["private_allocations"] == 0:  # the large ones the pool could not hold
+        checks.failures.append(f"rank {rank}: no fallback went to the private cache: {memory}")
     return checks.failures
 
 
@@ -330,6 +332,11 @@ def test_groups_reports_the_pool(pool2):
             "reuses",
             "fallbacks",
             "cross_memory_attach",
+            # the process's cache of private host memory, where fallbacks go
+            "private_cached_bytes",
+            "private_in_use_bytes",
+            "private_allocations",
+            "private_reuses",
         }
         # the empty() tensor, the gathered output (its snapshot of t is not needed: t is symmetric)
         assert memory["allocations"] >= 2 and memory["fallbacks"] == 0, memory

@@ -81,7 +81,7 @@ class ShmCommunicator final : public Communicator {
       }
       return *copy;
     }
-    return input.clone(at::MemoryFormat::Contiguous);
+    return Communicator::snapshot(input);  // the pool is full or off: private memory
   }
 
   bool reads_in_place(const at::Tensor& input) const {
@@ -105,7 +105,7 @@ class ShmCommunicator final : public Communicator {
         return *output;
       }
     }
-    return at::empty(sizes, options);
+    return Communicator::new_output(sizes, options);
   }
 
   at::Tensor new_symmetric(at::IntArrayRef sizes, const at::TensorOptions& options) override {
@@ -117,13 +117,18 @@ class ShmCommunicator final : public Communicator {
 
   std::vector<std::pair<std::string, int64_t>> memory_stats() const override {
     const PoolStats stats = pool_->stats();
-    return {{"region_bytes", static_cast<int64_t>(region_bytes_)},
-            {"reserved_bytes", stats.reserved_bytes},
-            {"in_use_bytes", stats.in_use_bytes},
-            {"allocations", stats.allocations},
-            {"reuses", stats.reuses},
-            {"fallbacks", stats.fallbacks},
-            {"cross_memory_attach", cross_memory_ ? 1 : 0}};
+    std::vector<std::pair<std::string, int64_t>> counters{
+        {"region_bytes", static_cast<int64_t>(region_bytes_)},
+        {"reserved_bytes", stats.reserved_bytes},
+        {"in_use_bytes", stats.in_use_bytes},
+        {"allocations", stats.allocations},
+        {"reuses", stats.reuses},
+        {"fallbacks", stats.fallbacks},
+        {"cross_memory_attach", cross_memory_ ? 1 : 0}};
+    for (auto& counter : private_host_cache_stats()) {  // where the fallbacks went
+      counters.push_back(std::move(counter));
+    }
+    return counters;
   }
 
   Completion all_reduce(const at::Tensor& buffer, ReduceOp reduce_op) override {

@@ -1,5 +1,6 @@
 // See symmetric_pool.h.
 #include "transports/shm/symmetric_pool.h"
+#include "transports/host_block_cache.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/CPUAllocator.h>
@@ -24,40 +25,13 @@ size_t round_up_to(size_t value, size_t to) {
   return (value + to - 1) / to * to;
 }
 
-// Sizes are rounded to classes so a freed block serves the next request of about its size:
-// powers of two up to 1 MiB, then eighths of a power of two (at most 12.5% unused).
-size_t size_class(size_t bytes) {
-  size_t capacity = round_up_to(std::max<size_t>(bytes, 1), kPage);
-  if (capacity <= (size_t{1} << 20)) {
-    size_t power = kPage;
-    while (power < capacity) {
-      power <<= 1;
-    }
-    return power;
-  }
-  size_t power = size_t{1} << 20;
-  while (power * 2 <= capacity) {
-    power <<= 1;
-  }
-  return round_up_to(capacity, power / 8);
-}
-
 }  // namespace
 
 size_t pool_bound_bytes() {
-  static const size_t bound = [] {
-    const char* value = std::getenv("C10D_FUNC_SHM_POOL_BYTES");
-    if (value == nullptr || *value == '\0') {
-      return kDefaultPoolBytes;
-    }
-    char* end = nullptr;
-    const long long parsed = std::strtoll(value, &end, 10);
-    TORCH_CHECK(end != value && *end == '\0' && parsed >= 0,
-                "c10d_func: C10D_FUNC_SHM_POOL_BYTES must be a number of bytes (0 turns symmetric "
-                "memory off), got '",
-                value, "'");
-    return round_up_to(static_cast<size_t>(parsed), kPage);
-  }();
+  static const size_t bound =
+      round_up_to(bytes_from_environment("C10D_FUNC_SHM_POOL_BYTES", kDefaultPoolBytes,
+                                         "turns symmetric memory off"),
+                  kPage);
   return bound;
 }
 
@@ -96,7 +70,7 @@ std::optional<at::Tensor> SymmetricPool::allocate(at::IntArrayRef sizes,
   }
   const size_t bytes =
       static_cast<size_t>(numel) * c10::elementSize(options.dtype().toScalarType());
-  const size_t capacity = size_class(bytes);
+  const size_t capacity = block_size_class(bytes);
   std::optional<size_t> offset;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -125,16 +99,8 @@ std::optional<at::Tensor> SymmetricPool::allocate(at::IntArrayRef sizes,
     stats_.in_use_bytes += static_cast<int64_t>(capacity);
   }
   auto* block = new Block{shared_from_this(), *offset, capacity, user_owned};
-  c10::DataPtr data(segment_->base() + *offset, block, &SymmetricPool::release_block,
-                    c10::Device(c10::kCPU));
-  // Resizable as any CPU tensor's storage: growing it moves the data to ordinary memory (and
-  // gives the block back), so code that resizes an output works as with torch's collectives.
-  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, std::move(data),
-                       c10::GetAllocator(c10::kCPU), /*resizable=*/true);
-  at::Tensor tensor = at::detail::make_tensor<c10::TensorImpl>(
-      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU), options.dtype());
-  tensor.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
-  return tensor;
+  return tensor_over_block(segment_->base() + *offset, bytes, block, &SymmetricPool::release_block,
+                           sizes, options.dtype());
 }
 
 std::optional<size_t> SymmetricPool::reserve(size_t capacity) {
