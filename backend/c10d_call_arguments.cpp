@@ -206,16 +206,19 @@ std::vector<int64_t> row_splits(std::string_view op, std::vector<int64_t> sizes,
   return sizes;
 }
 
-at::Tensor concatenated(const std::vector<at::Tensor>& tensors, const at::Tensor& like) {
-  if (tensors.empty()) {
-    return at::empty({0}, like.options());
-  }
-  std::vector<at::Tensor> flats;
-  flats.reserve(tensors.size());
+at::Tensor concatenated(Communicator& comm, const std::vector<at::Tensor>& tensors,
+                        const at::Tensor& like) {
+  at::Tensor packed = staging_buffer(comm, total_numel(tensors), like);
+  int64_t at = 0;
   for (const auto& tensor : tensors) {
-    flats.push_back(tensor.reshape({-1}));
+    packed.narrow(0, at, tensor.numel()).view(tensor.sizes()).copy_(tensor);
+    at += tensor.numel();
   }
-  return at::cat(flats);
+  return packed;
+}
+
+at::Tensor staging_buffer(Communicator& comm, int64_t numel, const at::Tensor& like) {
+  return comm.new_output({numel}, like.options().memory_format(at::MemoryFormat::Contiguous));
 }
 
 int64_t total_numel(const std::vector<at::Tensor>& tensors) {

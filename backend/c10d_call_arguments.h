@@ -73,7 +73,13 @@ std::vector<int64_t> row_splits(std::string_view op, std::vector<int64_t> sizes,
                                 const at::Tensor& tensor, std::string_view argument,
                                 int64_t members);
 
-at::Tensor concatenated(const std::vector<at::Tensor>& tensors, const at::Tensor& like);
+// The tensors flattened end to end, in a staging buffer from `comm` (new_output: symmetric memory
+// on shm, which the members then read in place; reused private memory elsewhere).
+at::Tensor concatenated(Communicator& comm, const std::vector<at::Tensor>& tensors,
+                        const at::Tensor& like);
+
+// A flat staging buffer of `numel` elements like `like`, from `comm` (see concatenated).
+at::Tensor staging_buffer(Communicator& comm, int64_t numel, const at::Tensor& like);
 
 int64_t total_numel(const std::vector<at::Tensor>& tensors);
 

@@ -98,7 +98,7 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::allreduce_coalesced(
   check_reduction(kOp, reduce_op, tensors[0].scalar_type());
   auto comm = communicator(tensors[0].device(), kOp);
   // One collective for all of them: reduced as one flat buffer, then split back.
-  at::Tensor buffer = concatenated(tensors, tensors[0]);
+  at::Tensor buffer = concatenated(*comm, tensors, tensors[0]);
   premultiply(kOp, opts.reduceOp, buffer);
   auto done = scatter_into(comm->all_reduce(buffer, reduce_op), buffer, tensors);
   return work(c10d::OpType::ALLREDUCE_COALESCED, kOp, comm, done, tensors, opts.timeout);
@@ -115,7 +115,7 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::reduce(std::vector<at::Tensor>& tens
   auto comm = communicator(tensor.device(), kOp);
   const bool is_root = opts.rootRank == options_.rank;
   // Only the root's tensor receives the result; the others' stay as they were.
-  at::Tensor buffer = is_root ? flat(tensor, /*fill=*/true) : tensor.reshape({-1}).clone();
+  at::Tensor buffer = is_root ? flat(tensor, /*fill=*/true) : concatenated(*comm, {tensor}, tensor);
   premultiply(kOp, opts.reduceOp, buffer);
   Completion done = comm->reduce(buffer, opts.rootRank, reduce_op);
   if (is_root) {
@@ -140,7 +140,7 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::allgather(std::vector<std::vector<at
     check_like(kOp, outputs[0][i], input, "output_tensors", input.numel(), i);
   }
   auto comm = communicator(input.device(), kOp);
-  at::Tensor gathered = at::empty({options_.size * input.numel()}, input.options());
+  at::Tensor gathered = staging_buffer(*comm, options_.size * input.numel(), input);
   auto done = scatter_into(comm->all_gather(gathered, flat(input, true)), gathered, outputs[0]);
   return work(c10d::OpType::ALLGATHER, kOp, comm, done, outputs[0], opts.timeout);
 }
@@ -178,8 +178,8 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::allgather_coalesced(
     }
   }
   auto comm = communicator(inputs[0].device(), kOp);
-  at::Tensor packed = concatenated(inputs, inputs[0]);
-  at::Tensor gathered = at::empty({options_.size * packed.numel()}, packed.options());
+  at::Tensor packed = concatenated(*comm, inputs, inputs[0]);
+  at::Tensor gathered = staging_buffer(*comm, options_.size * packed.numel(), packed);
   auto done = scatter_into(comm->all_gather(gathered, packed), gathered, targets);
   return work(c10d::OpType::ALLGATHER_COALESCED, kOp, comm, done, targets, opts.timeout);
 }
@@ -216,7 +216,7 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::gather(std::vector<std::vector<at::T
   const std::vector<at::Tensor> targets =
       root_list(kOp, outputs, input, "output", is_root, options_.size);
   auto comm = communicator(input.device(), kOp);
-  at::Tensor gathered = at::empty({is_root ? options_.size * input.numel() : 0}, input.options());
+  at::Tensor gathered = staging_buffer(*comm, is_root ? options_.size * input.numel() : 0, input);
   auto done =
       scatter_into(comm->gather(gathered, flat(input, true), opts.rootRank), gathered, targets);
   return work(c10d::OpType::GATHER, kOp, comm, done, targets, opts.timeout);
@@ -232,9 +232,9 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::scatter(std::vector<at::Tensor>& out
   const bool is_root = opts.rootRank == options_.rank;
   const std::vector<at::Tensor> pieces =
       root_list(kOp, inputs, output, "input", is_root, options_.size);
-  const at::Tensor packed =
-      is_root ? concatenated(pieces, output) : at::empty({0}, output.options());
   auto comm = communicator(output.device(), kOp);
+  const at::Tensor packed =
+      is_root ? concatenated(*comm, pieces, output) : at::empty({0}, output.options());
   at::Tensor buffer = flat(output, /*fill=*/false);
   auto done = settle(comm->scatter(buffer, packed, opts.rootRank), {{output, buffer}});
   return work(c10d::OpType::SCATTER, kOp, comm, done, outputs, opts.timeout);
@@ -257,7 +257,7 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::reduce_scatter(
   const ReduceOp reduce_op = to_reduce_op(kOp, opts.reduceOp);
   check_reduction(kOp, reduce_op, output.scalar_type());
   auto comm = communicator(output.device(), kOp);
-  at::Tensor packed = concatenated(inputs[0], output);
+  at::Tensor packed = concatenated(*comm, inputs[0], output);
   premultiply(kOp, opts.reduceOp, packed);
   at::Tensor buffer = flat(output, /*fill=*/false);
   auto done = settle(comm->reduce_scatter(buffer, packed, reduce_op), {{output, buffer}});
@@ -274,7 +274,7 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::_reduce_scatter_base(
   auto comm = communicator(output.device(), kOp);
   at::Tensor packed = flat(input, /*fill=*/true);
   if (opts.reduceOp.op_ == c10d::ReduceOp::PREMUL_SUM) {
-    packed = packed.clone();  // the caller's input stays as it was
+    packed = concatenated(*comm, {packed}, packed);  // the caller's input stays as it was
     premultiply(kOp, opts.reduceOp, packed);
   }
   at::Tensor buffer = flat(output, /*fill=*/false);
@@ -300,7 +300,7 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::reduce_scatter_tensor_coalesced(
   for (size_t i = 0; i < inputs.size(); ++i) {
     at::Tensor packed = flat(inputs[i], /*fill=*/true);
     if (opts.reduceOp.op_ == c10d::ReduceOp::PREMUL_SUM) {
-      packed = packed.clone();
+      packed = concatenated(*comm, {packed}, packed);
       premultiply(kOp, opts.reduceOp, packed);
     }
     at::Tensor buffer = flat(outputs[i], /*fill=*/false);
@@ -355,8 +355,8 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::alltoall(std::vector<at::Tensor>& ou
     in_splits.push_back(inputs[i].numel());
   }
   auto comm = communicator(inputs[0].device(), kOp);
-  at::Tensor packed = concatenated(inputs, inputs[0]);
-  at::Tensor received = at::empty({total_numel(outputs)}, inputs[0].options());
+  at::Tensor packed = concatenated(*comm, inputs, inputs[0]);
+  at::Tensor received = staging_buffer(*comm, total_numel(outputs), inputs[0]);
   auto done =
       scatter_into(comm->all_to_all(received, packed, out_splits, in_splits), received, outputs);
   return work(c10d::OpType::ALLTOALL, kOp, comm, done, outputs, opts.timeout);

@@ -8,14 +8,18 @@ their peer until the process-group timeout.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -108,3 +112,29 @@ def run_ranks(
             time.sleep(0.1)
     finally:
         _kill(procs)
+
+
+def run_ranks_with_config(module: str, cfg: dict[str, Any], nproc: int, timeout_s: float) -> Any:
+    """Runs `python -m module --rank-config FILE` as ranks 0..nproc-1, FILE holding `cfg` plus
+    "result": the path where rank 0 writes its JSON result; returns that result."""
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "config.json"
+        config.write_text(json.dumps({**cfg, "result": str(Path(tmp) / "result.json")}))
+        run_ranks(module, ["--rank-config", str(config)], nproc, timeout_s)
+        return json.loads((Path(tmp) / "result.json").read_text())
+
+
+def start_rank() -> tuple[int, int, Any]:
+    """A benchmark rank's start: the env:// Gloo world this launcher describes, then c10d_func
+    (imported after the default group exists, which becomes c10d_func's world; its backend is
+    registered), torch's deprecation warnings of the classic calls silenced, one thread per rank.
+    Returns rank, world size and a Gloo group for barriers and result gathering only."""
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    import c10d_func  # noqa: F401 - after the default group
+
+    warnings.filterwarnings("ignore", message=r"`torch\.distributed\.\w+` is deprecated")
+    torch.set_num_threads(1)
+    return dist.get_rank(), dist.get_world_size(), dist.new_group(backend="gloo")

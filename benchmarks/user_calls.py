@@ -29,9 +29,7 @@ import json
 import os
 import random
 import statistics
-import tempfile
 import time
-import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -110,19 +108,15 @@ def time_after_barrier(
 
 
 def rank_main(cfg: dict[str, Any]) -> None:
+    from benchmarks.launcher import start_rank
+
+    rank, world, control = start_rank()  # c10d_func only after the default group exists
+    import c10d_func
     import torch
     import torch.distributed as dist
 
-    dist.init_process_group("gloo")  # env://, from the launcher
-    import c10d_func  # after the default group exists: it becomes c10d_func's world
-
     from benchmarks.impls import BUILDERS, TORCH_DIST, TORCH_NATIVE, GroupCtx, input_numel
     from benchmarks.timing import measure_interleaved
-
-    warnings.filterwarnings("ignore", message=r"`torch\.distributed\.\w+` is deprecated")
-    torch.set_num_threads(1)
-    rank, world = dist.get_rank(), dist.get_world_size()
-    control = dist.new_group(backend="gloo")  # barriers and result gathering only
 
     def barrier() -> None:
         dist.barrier(group=control)
@@ -320,7 +314,7 @@ def main() -> None:
         rank_main(json.loads(Path(args.rank_config).read_text()))
         return
 
-    from benchmarks.launcher import run_ranks
+    from benchmarks.launcher import run_ranks_with_config
     from benchmarks.report import write_document
 
     iters = args.iters or (5 if args.quick else 40)
@@ -330,14 +324,10 @@ def main() -> None:
     cfg |= (
         {"warmup": 2, "block": 5, "sizes": SIZES[:1]} if args.quick else {"warmup": 5, "block": 10}
     )
-    with tempfile.TemporaryDirectory() as tmp:
-        cfg["result"] = os.path.join(tmp, "result.json")
-        config = Path(tmp) / "config.json"
-        config.write_text(json.dumps(cfg))
-        start = time.perf_counter()
-        command = ["--rank-config", str(config)]
-        run_ranks("benchmarks.user_calls", command, args.nproc, 120 if args.quick else 900)
-        raw = json.loads(Path(cfg["result"]).read_text())
+    start = time.perf_counter()
+    raw = run_ranks_with_config(
+        "benchmarks.user_calls", cfg, args.nproc, 120 if args.quick else 900
+    )
     results = summarize(raw, cfg)
     results["metadata"]["wall_s"] = round(time.perf_counter() - start, 1)
     markdown = render(results)

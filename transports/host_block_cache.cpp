@@ -161,9 +161,9 @@ HostCacheStats HostBlockCache::stats() const {
 }
 
 HostBlockCache& process_host_cache() {
-  static auto* cache = new std::shared_ptr<HostBlockCache>(
-      std::make_shared<HostBlockCache>(bytes_from_environment(
-          "C10D_FUNC_HOST_CACHE_BYTES", kDefaultBoundBytes, "turns the cache of private host memory off")));
+  static auto* cache = new std::shared_ptr<HostBlockCache>(std::make_shared<HostBlockCache>(
+      bytes_from_environment("C10D_FUNC_HOST_CACHE_BYTES", kDefaultBoundBytes,
+                             "turns the cache of private host memory off")));
   return **cache;
 }
 

@@ -261,6 +261,73 @@ def test_every_data_movement_collective(backend_pool):
     assert_no_failures(backend_pool.run(body_data_movement))
 
 
+def private_blocks_of_world() -> int | None:
+    """Blocks the cache of private host memory has handed out, where the world group's CPU
+    communicator is Gloo (None on shm, whose symmetric memory served staging copies before too)."""
+    tag = f"ptd:{dist.group.WORLD.group_name}"
+    (group,) = [g for g in c10d_func.groups() if g["tag"] == tag and g["device"] == "cpu"]
+    return group["memory"]["private_allocations"] if group["backend"] == "gloo" else None
+
+
+def body_large_list_forms(rank: int, world_size: int) -> list[str]:
+    """The classic calls whose tensor lists the backend packs into one buffer (all_gather,
+    all_to_all, gather, scatter, reduce_scatter, coalesced all_reduce, reduce's scratch on the
+    non-roots), at a size where that buffer comes from the communicator's memory: results against
+    references, the callers' inputs untouched, and on Gloo the buffers drawn from the cache of
+    private host memory (on shm they lie in symmetric memory, which the counters cannot tell from
+    the staging copy that a buffer of torch's allocator would get there)."""
+    check = Check(rank)
+    rows = (1 << 16) + 3  # 256 KiB of float32 per piece, odd
+    every = inputs(world_size, (rows,), torch.float32, 1)
+    stacked = torch.cat(every)
+    before = private_blocks_of_world()
+    mine = every[rank].clone()
+    outs = [torch.empty(rows) for _ in range(world_size)]
+    dist.all_gather(outs, mine)
+    check.same("all_gather (list)", torch.cat(outs), stacked)
+    root = world_size - 1
+    gathered = [torch.empty(rows) for _ in range(world_size)] if rank == root else None
+    dist.gather(mine, gathered, dst=root)
+    if rank == root:
+        check.same("gather (list)", torch.cat(gathered), stacked)
+    out = torch.empty(rows)
+    dist.scatter(out, every if rank == root else None, src=root)
+    check.same("scatter (list)", out, every[rank])
+    blocks = [  # rank r sends blocks[r][j], of rows + j elements, to rank j
+        [make_input(r * 100 + j, (rows + j,), torch.float32, 10) for j in range(world_size)]
+        for r in range(world_size)
+    ]
+    sent = [blocks[rank][j].clone() for j in range(world_size)]
+    outs = [torch.empty(rows + rank) for _ in range(world_size)]
+    dist.all_to_all(outs, sent)
+    for r in range(world_size):
+        check.same(f"all_to_all (list) from {r}", outs[r], blocks[r][rank][: rows + rank])
+    pieces = [inputs(world_size, (rows,), torch.float32, 30 + j) for j in range(world_size)]
+    out = torch.empty(rows)
+    dist.reduce_scatter(out, [pieces[j][rank].clone() for j in range(world_size)])
+    check.same("reduce_scatter (list)", out, sum(pieces[rank]), exact=False)
+    pair = [every[rank].clone(), stacked.clone()]
+    dist.all_reduce_coalesced(pair)
+    check.same("all_reduce_coalesced [0]", pair[0], sum(every), exact=False)
+    check.same("all_reduce_coalesced [1]", pair[1], stacked * world_size, exact=False)
+    kept = every[rank].clone()
+    dist.reduce(kept, dst=root)
+    expected = sum(every) if rank == root else every[rank]  # a non-root's tensor stays as it was
+    check.same(f"reduce to {root}", kept, expected, exact=rank != root)
+    check.same("inputs untouched", mine, every[rank])
+    after = private_blocks_of_world()
+    if before is not None and after - before < 6:
+        check.failures.append(
+            f"rank {rank}: the packed buffers did not come from the private cache "
+            f"({before} -> {after} blocks)"
+        )
+    return check.failures
+
+
+def test_large_list_forms_stage_in_the_communicators_memory(backend_pool):
+    assert_no_failures(backend_pool.run(body_large_list_forms, timeout=180))
+
+
 def body_point_to_point(rank: int, world_size: int) -> list[str]:
     check = Check(rank)
     # Blocking send/recv around a ring, both directions in flight at once (each rank sends

@@ -93,7 +93,8 @@ TEST(HostBlockCache, LeavesToTorchWhatItDoesNotServe) {
   auto cache = std::make_shared<HostBlockCache>(64 * kMiB);
   const auto cpu = at::TensorOptions().dtype(at::kFloat);
   EXPECT_FALSE(cache->allocate({1024}, cpu).has_value());  // under kMinCachedBytes
-  EXPECT_FALSE(cache->allocate({kMiB}, cpu.memory_format(at::MemoryFormat::ChannelsLast)).has_value());
+  EXPECT_FALSE(
+      cache->allocate({kMiB}, cpu.memory_format(at::MemoryFormat::ChannelsLast)).has_value());
   EXPECT_FALSE(cache->allocate({kMiB}, cpu.device(at::kMeta)).has_value());
   auto off = std::make_shared<HostBlockCache>(0);
   EXPECT_FALSE(off->allocate({kMiB}, cpu).has_value());
