@@ -94,8 +94,8 @@ std::optional<at::Tensor> HostBlockCache::allocate(at::IntArrayRef sizes,
           at::MemoryFormat::Contiguous) {
     return std::nullopt;
   }
-  const size_t bytes = static_cast<size_t>(c10::multiply_integers(sizes)) *
-                       c10::elementSize(options.dtype().toScalarType());
+  const size_t bytes =
+      static_cast<size_t>(c10::multiply_integers(sizes)) * options.dtype().itemsize();
   if (bytes < kMinCachedBytes) {
     return std::nullopt;
   }
