@@ -218,7 +218,7 @@ at::Tensor concatenated(Communicator& comm, const std::vector<at::Tensor>& tenso
 }
 
 at::Tensor staging_buffer(Communicator& comm, int64_t numel, const at::Tensor& like) {
-  return comm.new_output({numel}, like.options().memory_format(at::MemoryFormat::Contiguous));
+  return comm.new_output({numel}, like.options());
 }
 
 int64_t total_numel(const std::vector<at::Tensor>& tensors) {

@@ -50,8 +50,12 @@ at::Tensor tensor_over_block(void* address, size_t bytes, void* context, c10::De
   return tensor;
 }
 
+size_t round_up_to_page(size_t bytes) {
+  return round_up_to(bytes, kPage);
+}
+
 size_t block_size_class(size_t bytes) {
-  size_t capacity = round_up_to(std::max<size_t>(bytes, 1), kPage);
+  size_t capacity = round_up_to_page(std::max<size_t>(bytes, 1));
   if (capacity <= (size_t{1} << 20)) {
     size_t power = kPage;
     while (power < capacity) {

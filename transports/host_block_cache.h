@@ -26,6 +26,9 @@
 
 namespace c10d_func {
 
+// `bytes` rounded up to whole pages.
+size_t round_up_to_page(size_t bytes);
+
 // Sizes are rounded to classes so that a freed block serves the next request of about its size:
 // powers of two up to 1 MiB, then eighths of a power of two (at most 12.5% unused). Shared with
 // the shm transport's symmetric pool.

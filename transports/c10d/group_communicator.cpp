@@ -7,7 +7,6 @@
 // Collectives that only move data never look at the dtype: they move rows of bytes, which is how
 // fp8, complex and bool travel on any backend.
 #include "transports/c10d/group_communicator.h"
-#include "transports/host_block_cache.h"
 #include "transports/local_reduce.h"
 #include "transports/reduction_staging.h"
 
@@ -115,7 +114,7 @@ class GroupCommunicator final : public Communicator {
       return finish_after(backend_->reduce_scatter_base(wire_out, wire_in, options), output,
                           staged_out);
     }
-    at::Tensor received = private_host_tensor(input.sizes(), input.options());
+    at::Tensor received = new_output(input.sizes(), input.options());
     auto received_rows = as_byte_rows(received);
     auto input_rows = as_byte_rows(input);
     std::vector<int64_t> even;  // empty split lists: equal chunks

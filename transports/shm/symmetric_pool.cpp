@@ -13,7 +13,6 @@
 namespace c10d_func::shm {
 namespace {
 
-constexpr size_t kPage = 4096;
 constexpr size_t kDefaultPoolBytes = size_t{1} << 30;
 
 // Reserved bytes of every pool of this process, against pool_bound_bytes(), and of those the
@@ -21,17 +20,11 @@ constexpr size_t kDefaultPoolBytes = size_t{1} << 30;
 std::atomic<size_t> reserved_in_process{0};
 std::atomic<size_t> cached_in_process{0};
 
-size_t round_up_to(size_t value, size_t to) {
-  return (value + to - 1) / to * to;
-}
-
 }  // namespace
 
 size_t pool_bound_bytes() {
-  static const size_t bound =
-      round_up_to(bytes_from_environment("C10D_FUNC_SHM_POOL_BYTES", kDefaultPoolBytes,
-                                         "turns symmetric memory off"),
-                  kPage);
+  static const size_t bound = round_up_to_page(bytes_from_environment(
+      "C10D_FUNC_SHM_POOL_BYTES", kDefaultPoolBytes, "turns symmetric memory off"));
   return bound;
 }
 
