@@ -6,15 +6,26 @@ Gloo. A test sends a module-level function to every rank; each rank calls it as 
 world_size, *args) and the pool returns the results in rank order. Every call has a timeout: a
 rank that does not answer in time makes the pool kill all its workers and raise, so nothing hangs
 and the next test starts a fresh pool.
+
+A worker writes its stdout and stderr to a log file of its own, with Python's faulthandler and
+torch's fatal-signal handler on: a rank that dies (a segfault, an abort, an exit) or hangs is
+reported with how it ended and what it printed since the call began, including the Python and
+native stacks of a crash and, for a hang, every thread's Python stack (the pool asks for them
+with SIGUSR1 before it kills). Otherwise a child's output went to whatever pytest captured when
+the pool started, and a death was reported with no cause.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import multiprocessing as mp
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -86,14 +97,37 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker_main(rank: int, world_size: int, env: dict[str, str], conn: Any) -> None:
+# What the pool reports of a rank's log since the call began: its start (what the rank printed,
+# then a crash's native stack of the crashing thread, printed first) and its end (the Python
+# stack); the middle (other threads' native stacks) is cut past these bounds.
+LOG_HEAD_CHARS = 8000
+LOG_TAIL_CHARS = 4000
+# Marks the start of each call in a rank's log, so that a report leaves earlier calls out.
+CALL_MARK = "=== worker_pool call: "
+
+
+def _log_to_file(path: str) -> None:
+    """This process's stdout and stderr (the file descriptors, so C++ and native crash reports
+    too) into `path`; Python stacks on a fatal signal and, on SIGUSR1, of every thread."""
+    log = open(path, "a", buffering=1)  # noqa: SIM115 - the process's output for its lifetime
+    os.dup2(log.fileno(), 1)
+    os.dup2(log.fileno(), 2)
+    faulthandler.enable(all_threads=True)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+
+def _worker_main(rank: int, world_size: int, env: dict[str, str], conn: Any, log_path: str) -> None:
+    _log_to_file(log_path)
     os.environ.update(env)
     os.environ["RANK"] = str(rank)
     sys.path.insert(0, TESTS_DIR)
     import importlib
 
     import c10d_func  # noqa: F401
-    import torch  # noqa: F401
+    import torch
+
+    # The native stack of a crash in C++ (torch chains to faulthandler's Python stack after it).
+    torch._C._set_print_stack_traces_on_fatal_signal(True)
 
     setup = env.get("C10D_FUNC_TEST_SETUP")
     if setup:
@@ -105,10 +139,11 @@ def _worker_main(rank: int, world_size: int, env: dict[str, str], conn: Any) -> 
         if message is None:
             break
         module_name, qualname, args, kwargs = message
+        print(f"{CALL_MARK}{module_name}.{qualname}", file=sys.stderr, flush=True)
         try:
             fn = getattr(importlib.import_module(module_name), qualname)
             conn.send(("ok", fn(rank, world_size, *args, **kwargs)))
-        except BaseException as error:  # report everything, keep serving
+        except BaseException as error:  # noqa: BLE001 - report everything, keep serving
             conn.send(("error", f"{type(error).__name__}: {error}\n{traceback.format_exc()}"))
 
 
@@ -132,10 +167,14 @@ class WorkerPool:
         ctx = mp.get_context("spawn")
         self._conns = []
         self._procs = []
+        self._log_dir = tempfile.mkdtemp(prefix=f"c10d_func_pool_ws{world_size}_")
+        self._logs = [os.path.join(self._log_dir, f"rank{r}.log") for r in range(world_size)]
         for rank in range(world_size):
             parent, child = ctx.Pipe()
             proc = ctx.Process(
-                target=_worker_main, args=(rank, world_size, self.env, child), daemon=True
+                target=_worker_main,
+                args=(rank, world_size, self.env, child, self._logs[rank]),
+                daemon=True,
             )
             proc.start()
             self._conns.append(parent)
@@ -160,8 +199,9 @@ class WorkerPool:
             except (BrokenPipeError, ConnectionResetError):
                 # The rank died since the last call (killed, out of memory): this pool is done;
                 # the next test gets a fresh one instead of every later test failing here.
+                report = self.report(rank)
                 self.close(kill=True)
-                raise RuntimeError(f"rank {rank} is gone; pool killed") from None
+                raise RuntimeError(f"rank {rank} is gone; pool killed\n{report}") from None
         return self._collect(timeout, what=fn.__qualname__)
 
     def _collect(self, timeout: float, what: str) -> list[Any]:
@@ -172,15 +212,20 @@ class WorkerPool:
         for rank, conn in enumerate(self._conns):
             remaining = deadline - time.monotonic()
             if not conn.poll(max(remaining, 0)):
+                stacks = self._stacks_of_live_ranks()
                 self.close(kill=True)
                 raise TimeoutError(
-                    f"rank {rank} did not finish {what} within {timeout:.0f} s; pool killed"
+                    f"rank {rank} did not finish {what} within {timeout:.0f} s; pool killed\n"
+                    f"{stacks}"
                 )
             try:
                 status, value = conn.recv()
             except EOFError:
+                report = self.report(rank)
                 self.close(kill=True)
-                raise RuntimeError(f"rank {rank} died during {what}; pool killed") from None
+                raise RuntimeError(
+                    f"rank {rank} died during {what}; pool killed\n{report}"
+                ) from None
             if status == "error":
                 errors.append(f"--- rank {rank} ---\n{value}")
             else:
@@ -188,6 +233,42 @@ class WorkerPool:
         if errors:
             raise RankError("\n".join(errors))
         return results
+
+    def report(self, rank: int, wait: bool = True) -> str:
+        """How rank `rank` ended (if it did) and its log since its current call began."""
+        proc = self._procs[rank]
+        if wait:
+            proc.join(timeout=5)  # a dying process may still be writing its crash report
+        code = proc.exitcode
+        if code is None:
+            ended = "still running"
+        elif code < 0:
+            ended = f"killed by {signal.Signals(-code).name}"
+        else:
+            ended = f"exited with code {code}"
+        return f"--- rank {rank} ({ended}), log {self._logs[rank]}:\n{self.log_since_call(rank)}"
+
+    def log_since_call(self, rank: int) -> str:
+        """Rank `rank`'s output since its last call began, its middle cut past LOG_HEAD_CHARS +
+        LOG_TAIL_CHARS."""
+        try:
+            with open(self._logs[rank], errors="replace") as log:
+                text = log.read()
+        except OSError as error:
+            return f"(no log: {error})"
+        text = text[text.rfind(CALL_MARK) :] if CALL_MARK in text else text
+        if len(text) <= LOG_HEAD_CHARS + LOG_TAIL_CHARS:
+            return text
+        cut = len(text) - LOG_HEAD_CHARS - LOG_TAIL_CHARS
+        return f"{text[:LOG_HEAD_CHARS]}\n[... {cut} characters ...]\n{text[-LOG_TAIL_CHARS:]}"
+
+    def _stacks_of_live_ranks(self) -> str:
+        """Every live rank's Python stacks (faulthandler's SIGUSR1 dump) and log, for a hang."""
+        live = [r for r, proc in enumerate(self._procs) if proc.is_alive()]
+        for rank in live:
+            os.kill(self._procs[rank].pid, signal.SIGUSR1)
+        time.sleep(1)  # the dump is written from the signal handler, at once
+        return "\n".join(self.report(rank, wait=False) for rank in range(self.world_size))
 
     def close(self, kill: bool = False) -> None:
         self.broken = True
@@ -203,3 +284,7 @@ class WorkerPool:
             if proc.is_alive():
                 proc.kill()
                 proc.join(timeout=10)
+        # A pool that ended well leaves nothing behind; a killed one keeps its ranks' logs for
+        # whoever reads the error that named them.
+        if not kill:
+            shutil.rmtree(self._log_dir, ignore_errors=True)
