@@ -30,4 +30,4 @@ ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 build/asan-cpp/c10d
   --gtest_brief=1
 
 echo "== pytest"
-exec python -m pytest tests/python -q -p no:cacheprovider "$@"
+exec python -m pytest tests/python -q -p no:cacheprovider --durations=30 "$@"
