@@ -42,6 +42,7 @@ def pool_of_two():
     pool = WorkerPool(2)
     yield pool
     pool.close(kill=pool.broken)
+    pool.remove_logs()  # these tests kill their pools on purpose
 
 
 def test_a_native_crash_reports_the_signal_the_stacks_and_this_calls_output(pool_of_two):

@@ -287,4 +287,8 @@ class WorkerPool:
         # A pool that ended well leaves nothing behind; a killed one keeps its ranks' logs for
         # whoever reads the error that named them.
         if not kill:
-            shutil.rmtree(self._log_dir, ignore_errors=True)
+            self.remove_logs()
+
+    def remove_logs(self) -> None:
+        """Deletes the ranks' logs (for a pool killed on purpose, once its error was read)."""
+        shutil.rmtree(self._log_dir, ignore_errors=True)
