@@ -60,6 +60,7 @@ def check_every_op(
     shift = [(i + 1) % n for i in range(n)]
     expect("permute_tensor", funcol.permute_tensor(mine, shift, group, tag), inputs[(me - 1) % n])
     coalesced = funcol.all_reduce_coalesced([mine, mine[0]], "sum", group, tag)
+    expect("all_reduce_coalesced[0]", coalesced[0], sum(inputs))
     expect("all_reduce_coalesced[1]", coalesced[1], sum(inputs)[0])
     expect(
         "reduce",
