@@ -106,9 +106,11 @@ def _step_section(results: dict[str, Any]) -> list[str]:
     shape = next((r["shape"] for r in results["step"] if "shape" in r), None)
     if shape:
         lines += [
-            f"batch {shape['batch']}, d_model {shape['d_model']}, d_ff {shape['d_ff']} "
-            "split across ranks; Megatron f/g autograd.Functions over each library's "
-            "all_reduce; step time = max over ranks, median over iterations.",
+            (
+                f"batch {shape['batch']}, d_model {shape['d_model']}, d_ff {shape['d_ff']} "
+                "split across ranks; Megatron f/g autograd.Functions over each library's "
+                "all_reduce; step time = max over ranks, median over iterations."
+            ),
             "",
         ]
     lines += [
@@ -160,11 +162,13 @@ def _memory_bound_section(results: dict[str, Any]) -> list[str]:
     lines = [
         "## Large messages: roofline, classic in-place all_reduce, peak RSS",
         "",
-        "memcpy: the same bytes copied into memory already touched, in the same run; "
-        "`of memcpy`: c10d_func's bus bandwidth over it. In place: `dist.all_reduce` on a "
-        "persistent bucket (no clone), on the default Gloo group and on a group of backend "
-        "`c10d_func`. Peak RSS: VmHWM (MiB, max over ranks) while 3 calls run, shared memory "
-        "included.",
+        (
+            "memcpy: the same bytes copied into memory already touched, in the same run; "
+            "`of memcpy`: c10d_func's bus bandwidth over it. In place: `dist.all_reduce` on a "
+            "persistent bucket (no clone), on the default Gloo group and on a group of backend "
+            "`c10d_func`. Peak RSS: VmHWM (MiB, max over ranks) while 3 calls run, shared memory "
+            "included."
+        ),
         "",
         "| op | size | busbw c10d_func GB/s | memcpy GB/s | of memcpy | in place Gloo µs | "
         "in place c10d_func µs | × | " + " | ".join(f"peak RSS {i}" for i in impls) + " |",
@@ -188,18 +192,22 @@ def render_markdown(results: dict[str, Any]) -> str:
     lines = [
         "# c10d_func collective benchmarks",
         "",
-        f"{meta['date']} · torch {meta['torch_version']} · device {meta['device']} · "
-        f"world size {meta['world_size']} · c10d_func transport {meta.get('transport', 'default')} · "
-        f"{meta['cpu_count']} host CPUs · "
-        f"{meta['threads_per_rank']} threads per rank · {meta['iters']} timed iterations "
-        f"(warm-up {meta['warmup']}, blocks of {meta['block']}, interleaved)",
+        (
+            f"{meta['date']} · torch {meta['torch_version']} · device {meta['device']} · "
+            f"world size {meta['world_size']} · c10d_func transport {meta.get('transport', 'default')} · "
+            f"{meta['cpu_count']} host CPUs · "
+            f"{meta['threads_per_rank']} threads per rank · {meta['iters']} timed iterations "
+            f"(warm-up {meta['warmup']}, blocks of {meta['block']}, interleaved)"
+        ),
         "",
-        "Latency: median over iterations of the slowest rank's time (µs). Bus bandwidth as in "
-        "nccl-tests. ratio < 1: c10d_func faster than torch native (`torch.ops._c10d_functional`). "
-        "`dist on c10d_func`: the classic calls (`dist.all_reduce`, ...) on a group of backend "
-        "`c10d_func`; its ratio is over the same calls on the default group (Gloo on CPU). "
-        "`✗`: timed but its correctness check failed; `error`: the op raised, not timed; "
-        "`n/a`: implementation not available.",
+        (
+            "Latency: median over iterations of the slowest rank's time (µs). Bus bandwidth as in "
+            "nccl-tests. ratio < 1: c10d_func faster than torch native (`torch.ops._c10d_functional`). "
+            "`dist on c10d_func`: the classic calls (`dist.all_reduce`, ...) on a group of backend "
+            "`c10d_func`; its ratio is over the same calls on the default group (Gloo on CPU). "
+            "`✗`: timed but its correctness check failed; `error`: the op raised, not timed; "
+            "`n/a`: implementation not available."
+        ),
         "",
     ]
     if meta.get("frontend_note"):

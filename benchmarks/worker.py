@@ -102,7 +102,7 @@ def _sweep(
         for size in cfg["sizes"]:
             numel = input_numel(op, size, ctx.world)
             x = torch.full((numel,), float(ctx.rank + 1), device=device)
-            thunks = {impl: (lambda fn=fns[impl][op]: fn(x)) for impl in timed}
+            thunks = {impl: (lambda fn=fns[impl][op], x=x: fn(x)) for impl in timed}
             times = measure_interleaved(
                 thunks,
                 iters=cfg["iters"],
