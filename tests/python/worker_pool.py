@@ -127,7 +127,8 @@ def _worker_main(rank: int, world_size: int, env: dict[str, str], conn: Any, log
     import torch
 
     # The native stack of a crash in C++ (torch chains to faulthandler's Python stack after it).
-    torch._C._set_print_stack_traces_on_fatal_signal(True)
+    if hasattr(torch._C, "_set_print_stack_traces_on_fatal_signal"):  # a private torch API
+        torch._C._set_print_stack_traces_on_fatal_signal(True)
 
     setup = env.get("C10D_FUNC_TEST_SETUP")
     if setup:
