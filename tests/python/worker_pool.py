@@ -104,14 +104,19 @@ LOG_HEAD_CHARS = 8000
 LOG_TAIL_CHARS = 4000
 # Marks the start of each call in a rank's log, so that a report leaves earlier calls out.
 CALL_MARK = "=== worker_pool call: "
+# How faulthandler's dump of a thread's Python stack begins its frames.
+STACK_MARK = "most recent call first"
+# How long a hung rank gets to write its stacks once asked (it writes them from a signal handler).
+STACK_DUMP_TIMEOUT = 5.0
 
 
 def _log_to_file(path: str) -> None:
     """This process's stdout and stderr (the file descriptors, so C++ and native crash reports
     too) into `path`; Python stacks on a fatal signal and, on SIGUSR1, of every thread."""
-    log = open(path, "a", buffering=1)  # noqa: SIM115 - the process's output for its lifetime
-    os.dup2(log.fileno(), 1)
-    os.dup2(log.fileno(), 2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
     faulthandler.enable(all_threads=True)
     faulthandler.register(signal.SIGUSR1, all_threads=True)
 
@@ -200,9 +205,7 @@ class WorkerPool:
             except (BrokenPipeError, ConnectionResetError):
                 # The rank died since the last call (killed, out of memory): this pool is done;
                 # the next test gets a fresh one instead of every later test failing here.
-                report = self.report(rank)
-                self.close(kill=True)
-                raise RuntimeError(f"rank {rank} is gone; pool killed\n{report}") from None
+                raise self._killed_after(rank, f"rank {rank} is gone") from None
         return self._collect(timeout, what=fn.__qualname__)
 
     def _collect(self, timeout: float, what: str) -> list[Any]:
@@ -222,11 +225,7 @@ class WorkerPool:
             try:
                 status, value = conn.recv()
             except EOFError:
-                report = self.report(rank)
-                self.close(kill=True)
-                raise RuntimeError(
-                    f"rank {rank} died during {what}; pool killed\n{report}"
-                ) from None
+                raise self._killed_after(rank, f"rank {rank} died during {what}") from None
             if status == "error":
                 errors.append(f"--- rank {rank} ---\n{value}")
             else:
@@ -234,6 +233,12 @@ class WorkerPool:
         if errors:
             raise RankError("\n".join(errors))
         return results
+
+    def _killed_after(self, rank: int, what_happened: str) -> RuntimeError:
+        """Kills the pool once rank `rank` is gone; the error to raise, with its report."""
+        report = self.report(rank)
+        self.close(kill=True)
+        return RuntimeError(f"{what_happened}; pool killed\n{report}")
 
     def report(self, rank: int, wait: bool = True) -> str:
         """How rank `rank` ended (if it did) and its log since its current call began."""
@@ -268,7 +273,11 @@ class WorkerPool:
         live = [r for r, proc in enumerate(self._procs) if proc.is_alive()]
         for rank in live:
             os.kill(self._procs[rank].pid, signal.SIGUSR1)
-        time.sleep(1)  # the dump is written from the signal handler, at once
+        deadline = time.monotonic() + STACK_DUMP_TIMEOUT
+        waiting = set(live)
+        while waiting and time.monotonic() < deadline:
+            waiting = {r for r in waiting if STACK_MARK not in self.log_since_call(r)}
+            time.sleep(0.01)  # polling the logs until each holds its dump, bounded above
         return "\n".join(self.report(rank, wait=False) for rank in range(self.world_size))
 
     def close(self, kill: bool = False) -> None:
