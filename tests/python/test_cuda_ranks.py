@@ -19,9 +19,9 @@ import pytest
 import test_autograd
 import test_backend
 import test_collectives
-import test_compiled_wrappers
 import test_messages
 import torch
+from every_collective import aoti_package, body_compiled, body_run_aoti_package
 from reference import reduce_reference
 from test_collectives import assert_no_failures
 from worker_pool import WorkerPool
@@ -135,8 +135,8 @@ COLLECTIVES: dict[str, Case] = {
 # Compiled: inductor's Python and C++ wrappers over triton kernels, megabyte messages in flight
 # when the next op reads them.
 COMPILED: dict[str, Case] = {
-    "every_collective_python_wrapper": (test_compiled_wrappers.body_compiled, (False,)),
-    "every_collective_cpp_wrapper": (test_compiled_wrappers.body_compiled, (True,)),
+    "every_collective_python_wrapper": (body_compiled, (False,)),
+    "every_collective_cpp_wrapper": (body_compiled, (True,)),
     "messages_python_wrapper": (test_messages.body_compiled_ring, (False,)),
     "messages_cpp_wrapper": (test_messages.body_compiled_ring, (True,)),
 }
@@ -171,12 +171,8 @@ def test_compiled_body_on_cuda(cuda_pool, case):
 def test_aoti_package_on_cuda(cuda_pool, tmp_path_factory):
     """An AOTInductor package exported for CUDA here (no world in this process), loaded by every
     rank, which never compiled it; its generated code calls every op by its CUDA C entry point."""
-    path = test_compiled_wrappers.aoti_package(
-        cuda_pool.world_size, str(tmp_path_factory.getbasetemp()), "cuda"
-    )
-    assert_no_failures(
-        cuda_pool.run(test_compiled_wrappers.body_run_aoti_package, path, timeout=600)
-    )
+    path = aoti_package(cuda_pool.world_size, str(tmp_path_factory.getbasetemp()), "cuda")
+    assert_no_failures(cuda_pool.run(body_run_aoti_package, path, timeout=600))
 
 
 @pytest.mark.parametrize("case", list(BACKEND), ids=list(BACKEND))

@@ -12,7 +12,9 @@ that follow and that alternate hosts, on even (2 + 2) and uneven (3 + 1) hosts; 
 in either host's /dev/shm. A link cut mid-job fails every rank within C10D_FUNC_TIMEOUT; a host
 whose ranks are killed fails the survivors at once. Either way the error names the missing ranks
 (a roll call in the store), and nothing is left in /dev/shm. Strangers connecting to every
-listening port of both hosts during the job change no result: the rail links refuse them.
+listening port of both hosts during the job change no result: the rail links refuse them. One
+program with every collective runs compiled (Python and C++ wrappers) and from an AOTInductor
+package on the world and on pairs that span the hosts, each output checked right after its wait.
 
 Needs root (CI runs as root); skipped, with the reason, elsewhere.
 """
@@ -27,6 +29,7 @@ import sys
 
 import pytest
 from error_text import reports_timeout
+from every_collective import aoti_package, cross_host_pairs
 from hosts import TestHosts, available, host_results
 from worker_pool import SLOWDOWN, free_port
 
@@ -133,6 +136,31 @@ def test_classic_calls_on_a_c10d_func_group_spanning_hosts(cpu_transport, served
         ranks, leftovers = host_results(launchers)
     for result in rank_results(ranks).values():
         assert result == {"failures": [], "served": [served]}, result
+    assert leftovers == {0: [], 1: []}, leftovers
+
+
+def test_every_collective_compiled_and_packaged_across_hosts(tmp_path_factory):
+    # One program with every collective (every_collective.py), its outputs read right after
+    # their waits, under inductor's Python wrapper, its C++ wrapper and as an AOTInductor package
+    # exported here (no world in this process) and loaded by every rank: the world's collectives
+    # run hierarchically (their steps between hosts on the rails' own threads), the pairs' on
+    # the hosts' link, with 4 MiB per rank in flight when the next op reads them.
+    hosts_of = [0, 0, 1, 1]
+    pairs = cross_host_pairs(hosts_of)
+    package = aoti_package(len(hosts_of), str(tmp_path_factory.getbasetemp()), pairs=pairs)
+    with TestHosts(2) as hosts:
+        launchers = hosts.launch(
+            "on_test_hosts.py",
+            [2, 2],
+            ["compiled", ",".join(map(str, hosts_of)), package],
+            env={"C10D_FUNC_TIMEOUT": "60"},
+        )
+        ranks, leftovers = host_results(launchers, timeout=600)
+    for result in rank_results(ranks).values():
+        assert result == {
+            "failures": [],
+            "served": {"world": "shm+gloo", "pairs": "link+gloo"},
+        }, result
     assert leftovers == {0: [], 1: []}, leftovers
 
 

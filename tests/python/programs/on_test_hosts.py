@@ -8,7 +8,10 @@ both kinds of chunk in one call, each checked against the reference; then which 
 served each group, from c10d_func.groups(). reductions: the hierarchical paths' every
 reduction and dtype alone (for more than two hosts), and who served them. classic: dist.* on a c10d_func group. link_down:
 the veth is cut before a collective. host_killed NUMEL [ACROSS]: host 1's ranks are killed, with a
-NUMEL-element all_reduce in flight or before a small one. Prints one line "RESULT <json>"
+NUMEL-element all_reduce in flight or before a small one. compiled PACKAGE: every collective
+in one program (every_collective.py) under inductor's Python and C++ wrappers and from an
+AOTInductor package exported by the test, on the world and on pairs that span the hosts. Prints
+one line "RESULT <json>"
 (a killed rank prints nothing).
 """
 
@@ -257,7 +260,30 @@ def link_down(rank: int, hosts: list[int]) -> dict[str, object]:
     return {"error": error, "elapsed": time.monotonic() - start}
 
 
-def host_killed(rank: int, hosts: list[int], numel: int, across: int = 0) -> dict[str, object]:
+def compiled(rank: int, hosts: list[int], package: str) -> dict[str, object]:
+    """Every collective in a compiled program, megabytes in flight when the next op reads them:
+    the world runs hierarchically (shm inside each host, the rails' links and Gloo between them),
+    and the pairs, one member on each host, on the hosts' link beside Gloo. Every output is read
+    right after its wait and compared with the reference; a wait that does not wait shows."""
+    from every_collective import body_compiled, body_run_aoti_package, cross_host_pairs
+
+    world_size, pairs = len(hosts), cross_host_pairs(hosts)
+    failures = []
+    for label, run in (
+        ("python wrapper", lambda: body_compiled(rank, world_size, False, pairs)),
+        ("cpp wrapper", lambda: body_compiled(rank, world_size, True, pairs)),
+        ("aoti package", lambda: body_run_aoti_package(rank, world_size, package, pairs)),
+    ):
+        failures += [f"{label}: {problem}" for problem in run()]
+    served = {
+        "world" if len(g["ranks"]) == world_size else "pairs": g["backend"]
+        for g in funcol.groups()
+        if g["device"] == "cpu"
+    }
+    return {"failures": failures, "served": served}
+
+
+def host_killed(rank: int, hosts: list[int], numel: str, across: str = "0") -> dict[str, object]:
     """Host 1's ranks are SIGKILLed together, as when a host dies. Large: they issue a 64 MiB
     all_reduce spanning hosts and die with it unfinished (host 0 issues its part once they are
     gone). Small: they die between collectives and host 0's ranks then issue a small all_reduce (it runs through the hosts' first ranks, so host
@@ -267,13 +293,14 @@ def host_killed(rank: int, hosts: list[int], numel: int, across: int = 0) -> dic
     import signal
     import time
 
+    numel_count, spanning = int(numel), int(across)
     world = list(range(len(hosts)))
     group: object = world
-    if across:
+    if spanning:
         half = len(world) // 2
         group = [[r, r + half] for r in range(half)]
     doomed = [r for r, h in enumerate(hosts) if h == 1]
-    x = torch.ones(numel)
+    x = torch.ones(numel_count)
     funcol.all_reduce(x, "sum", group, "across").wait()
     # Host 1's first rank learns its host's pids, to kill them all at once.
     pids = funcol.all_gather_tensor(torch.tensor([os.getpid()]), 0, world, "across").wait()
@@ -286,7 +313,7 @@ def host_killed(rank: int, hosts: list[int], numel: int, across: int = 0) -> dic
     # Every rank has its gather's last message before anyone dies.
     _mark(f"gathered_{rank}")
     until(lambda: _marked(*(f"gathered_{r}" for r in world)), "every rank past the gather")
-    if numel < 1 << 20:
+    if numel_count < 1 << 20:
         # Host 1 dies between collectives; host 0 issues once it is gone.
         if rank == doomed[0]:
             die()
@@ -319,8 +346,9 @@ def main() -> None:
         "link_down": link_down,
         "host_killed": host_killed,
         "classic": classic,
+        "compiled": compiled,
     }
-    result = scenarios[scenario](rank, hosts, *map(int, sys.argv[3:]))
+    result = scenarios[scenario](rank, hosts, *sys.argv[3:])
     funcol.shutdown()
     print("RESULT " + json.dumps(result), flush=True)
 
