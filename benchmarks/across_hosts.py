@@ -1,5 +1,7 @@
 """all_reduce (or, with --op, all_gather or reduce_scatter: FSDP's collectives; broadcast from
-rank 0: loading a checkpoint on one rank, DDP's start; all_to_all: MoE's exchange) across test
+rank 0: loading a checkpoint on one rank, DDP's start; all_to_all: MoE's exchange; reduce to
+rank 0: a metric or checkpoint shard summed on one rank, with no torch funcol column, as torch's
+functional collectives have no reduce) across test
 hosts: c10d_func's hierarchical collectives (shared memory inside each host; between hosts, each
 rail's own TCP link), called through the eager API and as compiled code calls them (the op and its
 wait), against c10d_func on flat Gloo, classic `dist.*` on a c10d_func group (the backend, which
@@ -11,7 +13,7 @@ then the hosts' own TCP link beside Gloo (no host step), its first column.
 
     sudo python -m benchmarks.across_hosts [--op all_reduce] [--per-host 2] [--iters 20] [--out DIR]
 
-A size is the whole buffer: all_reduce's, all_gather's output, reduce_scatter's input (each rank
+A size is the whole buffer: all_reduce's and reduce's, all_gather's output, reduce_scatter's input (each rank
 gives or keeps a quarter of it).
 
 Two measures, after a warm-up, as rank 0 sees them: the median time of one call (each rank starting
@@ -39,7 +41,9 @@ TESTS = HERE.parent / "tests" / "python"
 SIZES = [8, 64 << 10, 1 << 20, 8 << 20, 16 << 20]
 # Blocks of calls back to back per implementation and size (the median block mean is kept).
 BLOCKS = 5
-OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"]
+OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "reduce"]
+# Ops whose whole buffer is the message (the others': the output or input of all members).
+WHOLE_BUFFER_OPS = ("all_reduce", "broadcast", "reduce")
 # The classic call of each op, for the columns' names.
 CLASSIC = {
     "all_reduce": "all_reduce",
@@ -47,6 +51,7 @@ CLASSIC = {
     "reduce_scatter": "reduce_scatter_tensor",
     "broadcast": "broadcast",
     "all_to_all": "all_to_all_single",
+    "reduce": "reduce",
 }
 
 
@@ -56,7 +61,7 @@ def default_name(per_host: int) -> str:
 
 
 def impls(op: str, per_host: int = 2) -> list[str]:
-    return [
+    names = [
         default_name(per_host),
         "c10d_func ops, as compiled code calls them",
         "c10d_func flat Gloo",
@@ -64,6 +69,8 @@ def impls(op: str, per_host: int = 2) -> list[str]:
         "torch funcol (Gloo)",
         f"dist.{CLASSIC[op]} (Gloo)",
     ]
+    # torch's functional collectives have no reduce.
+    return [name for name in names if not (op == "reduce" and name == "torch funcol (Gloo)")]
 
 
 def make_calls(op: str, everyone: list[int], backend_group, per_host: int) -> dict:
@@ -132,6 +139,19 @@ def make_calls(op: str, everyone: list[int], backend_group, per_host: int) -> di
         def torch_eager(x):
             return torch_funcol.broadcast(x, 0, dist.group.WORLD).wait()
 
+    elif op == "reduce":  # to rank 0, on host 0
+
+        def eager(x, tag):
+            return c10d_func.reduce(x, "sum", 0, everyone, tag).wait()
+
+        def as_compiled(x):
+            return ops.wait_tensor(ops.reduce(x, "sum", 0, "hier", everyone, world))
+
+        def classic(x, group):
+            return dist.reduce(x, 0, group=group)
+
+        torch_eager = None
+
     else:
 
         def eager(x, tag):
@@ -156,7 +176,7 @@ def make_calls(op: str, everyone: list[int], backend_group, per_host: int) -> di
         torch_eager,
         lambda x: classic(x, None),
     ]
-    return dict(zip(impls(op, per_host), calls))
+    return dict(zip(impls(op, per_host), [call for call in calls if call is not None]))
 
 
 def rank_main(op: str, iters: int, per_host: int) -> None:
@@ -246,7 +266,7 @@ def human(size: int) -> str:
 def sizes_of(op: str) -> list[int]:
     # all_gather's, reduce_scatter's and all_to_all's smallest buffer holds one 4-byte element per
     # rank.
-    return SIZES if op in ("all_reduce", "broadcast") else [64] + SIZES[1:]
+    return SIZES if op in WHOLE_BUFFER_OPS else [64] + SIZES[1:]
 
 
 def measures(op: str) -> dict[str, str]:
@@ -272,18 +292,19 @@ def floor_bytes(size: int, op: str, per_host: int) -> int:
     """What each of 2 hosts must send the other at least: an all_reduce its whole partial sum's
     worth (half in the reduce-scatter, half in the all-gather); an all_gather its half of the
     output; a reduce_scatter the other host's half of its partial sums; a broadcast's root host
-    the whole buffer (the other host nothing); an all_to_all, of each member's buffer, the half
-    bound for the other host."""
+    the whole buffer (the other host nothing); a reduce's other host its whole partial sum (the
+    root's host nothing); an all_to_all, of each member's buffer, the half bound for the other
+    host."""
     if op == "all_to_all":
         return size // 2 * per_host
-    return size if op in ("all_reduce", "broadcast") else size // 2
+    return size if op in WHOLE_BUFFER_OPS else size // 2
 
 
 def link_rate(
     result: dict[str, dict[str, float]], gbit: float, op: str, per_host: int
 ) -> list[str]:
     """How close c10d_func's default comes to the link."""
-    what = "size" if op in ("all_reduce", "broadcast") else "size / 2"
+    what = "size" if op in WHOLE_BUFFER_OPS else "size / 2"
     if op == "all_to_all":
         what = f"size / 2 x {per_host} member(s) per host"
     lines = [

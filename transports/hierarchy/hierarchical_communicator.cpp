@@ -263,6 +263,18 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
     });
   }
 
+  // reduce runs as the all_reduce: every member ends with the result, of which reduce promises
+  // only the root's. Its steps send each host's partial result across once each way, which a
+  // full-duplex link carries in the time one way takes, in fewer rounds than Gloo's reduce over
+  // every member (README, "Across hosts": reduce). On uneven hosts above kLeadersOnlyBytes the
+  // whole buffer would cross through the leaders alone: Gloo's there.
+  Completion reduce(const at::Tensor& buffer, int64_t root, ReduceOp reduce_op) override {
+    if (even_ || buffer.nbytes() <= kLeadersOnlyBytes) {
+      return all_reduce(buffer, reduce_op);
+    }
+    return HostSpanningCommunicator::reduce(buffer, root, reduce_op);
+  }
+
   Completion broadcast(const at::Tensor& buffer, int64_t root) override {
     if (!even_ || buffer.numel() == 0 || !buffer.is_contiguous()) {
       return flat_->broadcast(buffer, root);

@@ -41,6 +41,15 @@ class LinkedHostsCommunicator final : public HostSpanningCommunicator {
     });
   }
 
+  // reduce runs as the all_reduce where the link serves it (only the root's result is kept):
+  // one exchange, where Gloo's reduce takes several rounds.
+  Completion reduce(const at::Tensor& buffer, int64_t root, ReduceOp reduce_op) override {
+    if (link_->serves_all_reduce(buffer.nbytes())) {
+      return all_reduce(buffer, reduce_op);
+    }
+    return HostSpanningCommunicator::reduce(buffer, root, reduce_op);
+  }
+
   Completion all_gather(const at::Tensor& output, const at::Tensor& input) override {
     if (input.numel() == 0) {
       return flat_->all_gather(output, input);

@@ -9,8 +9,10 @@
 //   all_gather     at every size, each block straight into the receivers' rows;
 //   broadcast      at every size, the root sending straight into the others' buffers;
 //   all_to_all     of equal blocks at every size, each block straight into its place;
-//   reduce_scatter between two hosts, each side sending only the block the other keeps.
-// The rest (and all_reduce above 1 MiB between more than two hosts, reduce_scatter between more)
+//   reduce_scatter between two hosts, each side sending only the block the other keeps;
+//   reduce         as the all_reduce, where the link serves that (only the root keeps it).
+// The rest (and all_reduce and reduce above 1 MiB between more than two hosts, reduce_scatter
+// between more)
 // runs on Gloo over every member. A failure names the members that are gone (roll_call.h).
 #include "transports/communicator.h"
 #include "transports/hierarchy/rail_link.h"

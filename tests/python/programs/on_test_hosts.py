@@ -106,8 +106,8 @@ def opposite_orders_across_tags(rank: int, hosts: list[int]) -> list[str]:
 
 
 def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
-    """The hierarchical paths on chunks spanning hosts: every reduction and dtype of all_reduce
-    and reduce_scatter, all_gather, all_to_all and broadcast (from every member), at sizes the hosts' pieces do not divide and at 1 MiB
+    """The hierarchical paths on chunks spanning hosts: every reduction and dtype of all_reduce,
+    reduce_scatter and reduce, all_gather, all_to_all and broadcast (from every member), at sizes the hosts' pieces do not divide and at 1 MiB
     (and all_reduces large enough to pipeline), on the world in rank order and in an order that
     alternates hosts (member order is not host order), against references built from every
     member's known input."""
@@ -134,6 +134,15 @@ def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
                     why = mismatch(got, reduce_reference(blocks, op).chunk(n)[me], exact)
                     if why:
                         failures.append(f"{what} reduce_scatter {op}: {why}")
+                    # reduce runs as the all_reduce (the root keeps it; the others get zeros):
+                    # the root moves with the op, so every member is root once or more.
+                    root = REDUCE_OPS.index(op) % n
+                    got = funcol.reduce(inputs[me], op, root, members, tag).wait()
+                    reduced = reduce_reference(inputs, op)
+                    expected = reduced if me == root else torch.zeros_like(reduced)
+                    why = mismatch(got, expected, exact)
+                    if why:
+                        failures.append(f"{what} reduce {op} to {members[root]}: {why}")
                 gathered = funcol.all_gather_tensor(inputs[me], 0, members, tag).wait()
                 why = mismatch(gathered, torch.cat(inputs), True)
                 if why:
@@ -163,6 +172,12 @@ def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
                 why = mismatch(got, reduce_reference(inputs, op), True)
                 if why:
                     failures.append(f"rank {rank} {tag} {dtype} x{numel} all_reduce {op}: {why}")
+            # A large reduce to the last member (pipelined, as the all_reduce).
+            got = funcol.reduce(inputs[me], "sum", n - 1, members, tag).wait()
+            reduced = reduce_reference(inputs, "sum")
+            why = mismatch(got, reduced if me == n - 1 else torch.zeros_like(reduced), True)
+            if why:
+                failures.append(f"rank {rank} {tag} {dtype} x{numel} reduce: {why}")
     return failures
 
 
