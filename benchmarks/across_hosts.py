@@ -1,7 +1,8 @@
 """all_reduce (or, with --op, all_gather or reduce_scatter: FSDP's collectives; broadcast from
 rank 0: loading a checkpoint on one rank, DDP's start; all_to_all: MoE's exchange; reduce to
-rank 0: a metric or checkpoint shard summed on one rank, with no torch funcol column, as torch's
-functional collectives have no reduce) across test
+rank 0: a metric or checkpoint shard summed on one rank; gather to rank 0: results collected on
+one rank; these two with no torch funcol column, as torch's functional collectives have neither)
+across test
 hosts: c10d_func's hierarchical collectives (shared memory inside each host; between hosts, each
 rail's own TCP link), called through the eager API and as compiled code calls them (the op and its
 wait), against c10d_func on flat Gloo, classic `dist.*` on a c10d_func group (the backend, which
@@ -13,13 +14,13 @@ then the hosts' own TCP link beside Gloo (no host step), its first column.
 
     sudo python -m benchmarks.across_hosts [--op all_reduce] [--per-host 2] [--iters 20] [--out DIR]
 
-A size is the whole buffer: all_reduce's and reduce's, all_gather's output, reduce_scatter's input (each rank
-gives or keeps a quarter of it).
+A size is the whole buffer: all_reduce's and reduce's, all_gather's and gather's output,
+reduce_scatter's input (each rank gives or keeps a quarter of it).
 
 Two measures, after a warm-up, as rank 0 sees them: the median time of one call (each rank starting
 together after a barrier; the implementations take turns call by call), and the time per call of
 `iters` calls back to back (each waited before the next): the median over 5 such blocks, the
-implementations taking turns block by block, of each block's mean. Ratios are against c10d_func
+implementations taking turns block by block, of each block's mean. Ratios are against
 c10d_func's default (the first column). Writes results.json and results.md to --out (default
 benchmarks/results/hosts2 for all_reduce, hosts2_<op> for the others; hosts2x1[_<op>] with
 --per-host 1).
@@ -41,7 +42,11 @@ TESTS = HERE.parent / "tests" / "python"
 SIZES = [8, 64 << 10, 1 << 20, 8 << 20, 16 << 20]
 # Blocks of calls back to back per implementation and size (the median block mean is kept).
 BLOCKS = 5
-OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "reduce"]
+OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "reduce", "gather"]
+# Ops whose input is this rank's block of the output.
+BLOCK_INPUT_OPS = ("all_gather", "gather")
+# torch's functional collectives have neither.
+NO_TORCH_FUNCOL = ("reduce", "gather")
 # Ops whose whole buffer is the message (the others': the output or input of all members).
 WHOLE_BUFFER_OPS = ("all_reduce", "broadcast", "reduce")
 # The classic call of each op, for the columns' names.
@@ -52,6 +57,7 @@ CLASSIC = {
     "broadcast": "broadcast",
     "all_to_all": "all_to_all_single",
     "reduce": "reduce",
+    "gather": "gather",
 }
 
 
@@ -69,8 +75,7 @@ def impls(op: str, per_host: int = 2) -> list[str]:
         "torch funcol (Gloo)",
         f"dist.{CLASSIC[op]} (Gloo)",
     ]
-    # torch's functional collectives have no reduce.
-    return [name for name in names if not (op == "reduce" and name == "torch funcol (Gloo)")]
+    return [name for name in names if not (op in NO_TORCH_FUNCOL and name == "torch funcol (Gloo)")]
 
 
 def make_calls(op: str, everyone: list[int], backend_group, per_host: int) -> dict:
@@ -152,6 +157,20 @@ def make_calls(op: str, everyone: list[int], backend_group, per_host: int) -> di
 
         torch_eager = None
 
+    elif op == "gather":  # to rank 0, on host 0
+
+        def eager(x, tag):
+            return c10d_func.gather(x, 0, everyone, tag).wait()
+
+        def as_compiled(x):
+            return ops.wait_tensor(ops.gather(x, 0, "hier", everyone, world))
+
+        def classic(x, group):
+            into = [torch.empty_like(x) for _ in everyone] if dist.get_rank() == 0 else None
+            return dist.gather(x, into, 0, group=group)
+
+        torch_eager = None
+
     else:
 
         def eager(x, tag):
@@ -201,9 +220,9 @@ def rank_main(op: str, iters: int, per_host: int) -> None:
     back_to_back: dict[str, dict[str, float]] = {}
     names = list(calls)
     for size in sizes_of(op):
-        # all_gather's input is this rank's block of the output.
+        # all_gather's and gather's input is this rank's block of the output.
         numel = max(size // 4, 2)
-        x = torch.ones(numel // world if op == "all_gather" else numel)
+        x = torch.ones(numel // world if op in BLOCK_INPUT_OPS else numel)
         for call in calls.values():
             for _ in range(3):
                 call(x.clone())
@@ -293,8 +312,8 @@ def floor_bytes(size: int, op: str, per_host: int) -> int:
     worth (half in the reduce-scatter, half in the all-gather); an all_gather its half of the
     output; a reduce_scatter the other host's half of its partial sums; a broadcast's root host
     the whole buffer (the other host nothing); a reduce's other host its whole partial sum (the
-    root's host nothing); an all_to_all, of each member's buffer, the half bound for the other
-    host."""
+    root's host nothing); a gather's other host its half of the output; an all_to_all, of each
+    member's buffer, the half bound for the other host."""
     if op == "all_to_all":
         return size // 2 * per_host
     return size if op in WHOLE_BUFFER_OPS else size // 2
