@@ -292,10 +292,14 @@ at::Tensor gather(const at::Tensor& self, int64_t dst, c10::string_view tag, at:
   CollectiveCall call(kOp, self, tag, ranks, group_size, {.root = dst});
   const auto shape = concrete(gathered_shape(kOp, self.sym_sizes(), group_size));
   const auto options = self.options().memory_format(at::MemoryFormat::Contiguous);
-  // Only dst receives; everyone else's output is defined as zeros.
-  at::Tensor output = call.index() == dst ? call.communicator().new_output(shape, options)
-                                          : at::zeros(shape, options);
+  // Only dst receives; everyone else's output is defined as zeros, written once this member's
+  // part is on its way (no transport touches a non-root's output), from the communicator's
+  // reused blocks (a large fresh one would fault in every page).
+  at::Tensor output = call.communicator().new_output(shape, options);
   call.record(output, call.communicator().gather(output, call.sendable(self), dst));
+  if (call.index() != dst) {
+    output.zero_();
+  }
   return output;
 }
 

@@ -20,7 +20,8 @@
 //   all_to_all     = of equal blocks up to 512 KiB: inside each host, then along the rails
 //                    (two_step_all_to_all.h);
 //   reduce         = the all_reduce (only the root's result is kept; uneven hosts: up to 512 KiB);
-//   gather         = the all_gather on even hosts (the others' copies go to a scratch buffer).
+//   gather         = the all_gather on even hosts up to 1 MiB of output (the others' copies go
+//                    to a scratch buffer).
 // With members numbered host by host, the steps inside a host of a large all_gather or
 // reduce_scatter run once per host, straight on the caller's buffer (host_placement.h).
 // Between hosts, a rail's all-reduce, all-gather and broadcast run over the rail's own TCP link

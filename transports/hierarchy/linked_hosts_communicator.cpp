@@ -50,10 +50,11 @@ class LinkedHostsCommunicator final : public HostSpanningCommunicator {
     return HostSpanningCommunicator::reduce(buffer, root, reduce_op);
   }
 
-  // gather runs as the all_gather (the others' copies go to a scratch buffer): the root
-  // receives each block once, as from Gloo's gather, in one round.
+  // gather up to kGatherAsAllGatherBytes runs as the all_gather (the others' copies go to a
+  // scratch buffer): the root receives each block once, as from Gloo's gather, in one round.
   Completion gather(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
-    if (input.numel() == 0 || (rank_ == root && !output.is_contiguous())) {
+    if (input.numel() == 0 || (rank_ == root && !output.is_contiguous()) ||
+        size() * input.nbytes() > kGatherAsAllGatherBytes) {
       return HostSpanningCommunicator::gather(output, input, root);
     }
     return all_gather(
