@@ -1,7 +1,8 @@
 """all_reduce (or, with --op, all_gather or reduce_scatter: FSDP's collectives; broadcast from
 rank 0: loading a checkpoint on one rank, DDP's start; all_to_all: MoE's exchange; reduce to
 rank 0: a metric or checkpoint shard summed on one rank; gather to rank 0: results collected on
-one rank; these two with no torch funcol column, as torch's functional collectives have neither)
+one rank; scatter from rank 0: work handed out from one rank; these three with no torch funcol
+column, as torch's functional collectives have none of them)
 across test
 hosts: c10d_func's hierarchical collectives (shared memory inside each host; between hosts, each
 rail's own TCP link), called through the eager API and as compiled code calls them (the op and its
@@ -15,7 +16,7 @@ then the hosts' own TCP link beside Gloo (no host step), its first column.
     sudo python -m benchmarks.across_hosts [--op all_reduce] [--per-host 2] [--iters 20] [--out DIR]
 
 A size is the whole buffer: all_reduce's and reduce's, all_gather's and gather's output,
-reduce_scatter's input (each rank gives or keeps a quarter of it).
+reduce_scatter's and scatter's input (each rank gives or keeps a quarter of it).
 
 Two measures, after a warm-up, as rank 0 sees them: the median time of one call (each rank starting
 together after a barrier; the implementations take turns call by call), and the time per call of
@@ -42,11 +43,20 @@ TESTS = HERE.parent / "tests" / "python"
 SIZES = [8, 64 << 10, 1 << 20, 8 << 20, 16 << 20]
 # Blocks of calls back to back per implementation and size (the median block mean is kept).
 BLOCKS = 5
-OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "reduce", "gather"]
+OPS = [
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "broadcast",
+    "all_to_all",
+    "reduce",
+    "gather",
+    "scatter",
+]
 # Ops whose input is this rank's block of the output.
 BLOCK_INPUT_OPS = ("all_gather", "gather")
 # torch's functional collectives have neither.
-NO_TORCH_FUNCOL = ("reduce", "gather")
+NO_TORCH_FUNCOL = ("reduce", "gather", "scatter")
 # Ops whose whole buffer is the message (the others': the output or input of all members).
 WHOLE_BUFFER_OPS = ("all_reduce", "broadcast", "reduce")
 # The classic call of each op, for the columns' names.
@@ -58,6 +68,7 @@ CLASSIC = {
     "all_to_all": "all_to_all_single",
     "reduce": "reduce",
     "gather": "gather",
+    "scatter": "scatter",
 }
 
 
@@ -168,6 +179,20 @@ def make_calls(op: str, everyone: list[int], backend_group, per_host: int) -> di
         def classic(x, group):
             into = [torch.empty_like(x) for _ in everyone] if dist.get_rank() == 0 else None
             return dist.gather(x, into, 0, group=group)
+
+        torch_eager = None
+
+    elif op == "scatter":  # from rank 0, on host 0: its whole buffer, a block to each rank
+
+        def eager(x, tag):
+            return c10d_func.scatter(x, 0, everyone, tag).wait()
+
+        def as_compiled(x):
+            return ops.wait_tensor(ops.scatter(x, 0, "hier", everyone, world))
+
+        def classic(x, group):
+            blocks = list(x.chunk(world)) if dist.get_rank() == 0 else None
+            return dist.scatter(x.new_empty(x.numel() // world), blocks, 0, group=group)
 
         torch_eager = None
 
@@ -312,8 +337,9 @@ def floor_bytes(size: int, op: str, per_host: int) -> int:
     worth (half in the reduce-scatter, half in the all-gather); an all_gather its half of the
     output; a reduce_scatter the other host's half of its partial sums; a broadcast's root host
     the whole buffer (the other host nothing); a reduce's other host its whole partial sum (the
-    root's host nothing); a gather's other host its half of the output; an all_to_all, of each
-    member's buffer, the half bound for the other host."""
+    root's host nothing); a gather's other host its half of the output; a scatter's root host
+    the other host's half of the input; an all_to_all, of each member's buffer, the half bound
+    for the other host."""
     if op == "all_to_all":
         return size // 2 * per_host
     return size if op in WHOLE_BUFFER_OPS else size // 2

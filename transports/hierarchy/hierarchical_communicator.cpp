@@ -275,19 +275,9 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
     return HostSpanningCommunicator::reduce(buffer, root, reduce_op);
   }
 
-  // gather up to kGatherAsAllGatherBytes runs as the all_gather (the others' copies go to a
-  // scratch buffer): each host's blocks cross to every other host once, which for the root's
-  // host is what a gather sends it, in one round over the rails' links instead of Gloo's pairs
-  // to the root. Larger, Gloo's gather, which moves the bytes one way only.
-  Completion gather(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
-    if (!even_ || input.numel() == 0 || (rank_ == root && !output.is_contiguous()) ||
-        size() * input.nbytes() > kGatherAsAllGatherBytes) {
-      return HostSpanningCommunicator::gather(output, input, root);
-    }
-    return all_gather(
-        rank_ == root ? output : local_->new_output({size() * input.numel()}, input.options()),
-        input);
-  }
+  // gather and scatter of small messages as the all_gather and the broadcast, on even hosts
+  // (HostSpanningCommunicator).
+  bool runs_rooted_as_collectives() const override { return even_; }
 
   Completion broadcast(const at::Tensor& buffer, int64_t root) override {
     if (!even_ || buffer.numel() == 0 || !buffer.is_contiguous()) {

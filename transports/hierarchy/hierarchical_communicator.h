@@ -21,7 +21,9 @@
 //                    (two_step_all_to_all.h);
 //   reduce         = the all_reduce (only the root's result is kept; uneven hosts: up to 512 KiB);
 //   gather         = the all_gather on even hosts up to 1 MiB of output (the others' copies go
-//                    to a scratch buffer).
+//                    to a scratch buffer);
+//   scatter        = the broadcast of the whole input on even hosts up to 256 KiB of it, each
+//                    member keeping its block.
 // With members numbered host by host, the steps inside a host of a large all_gather or
 // reduce_scatter run once per host, straight on the caller's buffer (host_placement.h).
 // Between hosts, a rail's all-reduce, all-gather and broadcast run over the rail's own TCP link
@@ -29,8 +31,8 @@
 // between more (above it, Gloo's ring sends fewer bytes); all-gather at every size (each block
 // crosses to every other host once, as in a ring). Outputs and snapshots come from the host's
 // symmetric memory (the shm communicator's pool), as on one host.
-// Uneven hosts: all_gather, reduce_scatter, broadcast, all_to_all and gather run flat. scatter
-// runs flat on the across-hosts transport over every member. Each collective's steps
+// Uneven hosts: all_gather, reduce_scatter, broadcast, all_to_all, gather and scatter run flat
+// on the across-hosts transport over every member. Each collective's steps
 // run one collective at a time in issue order, so every member issues its sub-communicators'
 // collectives in the same order: on the communicator's own thread, or on the thread that waits
 // the collective when it is next and nothing runs (it would block anyway, and a small

@@ -1,7 +1,7 @@
 #pragma once
 // HostSpanningCommunicator: what the communicators of a chunk spanning hosts share. The
-// collectives that no step inside a host or over the hosts' links speeds up (scatter; reduce,
-// gather, all_to_all and broadcast where the derived communicator has no better way) run on the
+// collectives that no step inside a host or over the hosts' links speeds up (reduce, large gathers
+// and scatters, all_to_all and broadcast where the derived communicator has no better way) run on the
 // across-hosts transport (Gloo) over every member, whose failures name the members that are
 // gone; the others run their steps in issue order (steps_in_order.h), the first failure naming
 // them too.
@@ -14,14 +14,6 @@
 #include <vector>
 
 namespace c10d_func {
-
-// A gather with an output up to this size runs as the all_gather (hierarchical, or over the hosts'
-// link): one round, where Gloo's gather takes longer for small messages. Above it the all_gather
-// moves the bytes both ways where a gather moves them towards the root alone, and loses to Gloo's
-// gather (measured on 2 hosts x 2 ranks over 10 Gb/s, back to back, against Gloo's gather: 64 B
-// 0.27 against 0.91 ms, 1 MiB 0.82 against 1.12, 8 MiB 6.0 against 3.7; 2 hosts x 1 rank: 1 MiB
-// 0.48 against 0.52, 8 MiB 3.9 against 3.6).
-constexpr int64_t kGatherAsAllGatherBytes = int64_t{1} << 20;
 
 // Whether an all_to_all's split sizes (rows of dim 0 per member; empty: equal) give every one of
 // `members` the same number of the `rows`: the case the steps between hosts serve.
@@ -52,14 +44,29 @@ class HostSpanningCommunicator : public Communicator {
   Completion reduce(const at::Tensor& buffer, int64_t root, ReduceOp reduce_op) override {
     return flat_->reduce(buffer, root, reduce_op);
   }
-  Completion gather(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
-    return flat_->gather(output, input, root);
-  }
-  Completion scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
-    return flat_->scatter(output, input, root);
-  }
+  // Small gathers and scatters run as the derived communicator's all_gather and broadcast where
+  // runs_rooted_as_collectives(): one round over the hosts' links, where Gloo's pairs to or from
+  // the root cost their rounds. A gather with an output up to kGatherAsAllGatherBytes: the
+  // others' copies go to scratch; each host's blocks cross to every other host once, which for
+  // the root's host is what a gather sends it. A scatter of an input up to
+  // kScatterAsBroadcastBytes: the whole input to every member, each keeping its block. Larger,
+  // the all_gather moves the bytes both ways and the broadcast every block to every host, where
+  // Gloo's gather and scatter move each block once, towards or from the root.
+  Completion gather(const at::Tensor& output, const at::Tensor& input, int64_t root) override;
+  Completion scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) override;
+
+  // Measured on 2 hosts x 2 ranks over 10 Gb/s, back to back, against Gloo's gather and scatter
+  // through c10d_func. gather as the all_gather: 64 B 0.27 against 0.91 ms, 1 MiB 0.82 against
+  // 1.12, 8 MiB 6.0 against 3.7 (2 hosts x 1 rank: 1 MiB 0.48 against 0.52, 8 MiB 3.9 against
+  // 3.6). scatter as the broadcast: 64 B 0.19 against 0.81 ms, 64 KiB 0.22 against 0.86, 1 MiB
+  // 0.76 against 1.24 (after a barrier 1.33 against 1.00), 8 MiB 6.9 against 3.9.
+  static constexpr int64_t kGatherAsAllGatherBytes = int64_t{1} << 20;
+  static constexpr int64_t kScatterAsBroadcastBytes = int64_t{256} << 10;
 
  protected:
+  // Whether gather and scatter may run as this communicator's all_gather and broadcast.
+  virtual bool runs_rooted_as_collectives() const { return false; }
+
   std::shared_ptr<Communicator> flat_;  // every member, across hosts; failures name the missing
   // The derived communicator's destructor stops it first, while the parts its steps use live.
   StepsInOrder steps_;

@@ -50,16 +50,9 @@ class LinkedHostsCommunicator final : public HostSpanningCommunicator {
     return HostSpanningCommunicator::reduce(buffer, root, reduce_op);
   }
 
-  // gather up to kGatherAsAllGatherBytes runs as the all_gather (the others' copies go to a
-  // scratch buffer): the root receives each block once, as from Gloo's gather, in one round.
-  Completion gather(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
-    if (input.numel() == 0 || (rank_ == root && !output.is_contiguous()) ||
-        size() * input.nbytes() > kGatherAsAllGatherBytes) {
-      return HostSpanningCommunicator::gather(output, input, root);
-    }
-    return all_gather(
-        rank_ == root ? output : new_output({size() * input.numel()}, input.options()), input);
-  }
+  // gather and scatter of small messages as the all_gather and the broadcast over the link
+  // (HostSpanningCommunicator).
+  bool runs_rooted_as_collectives() const override { return true; }
 
   Completion all_gather(const at::Tensor& output, const at::Tensor& input) override {
     if (input.numel() == 0) {

@@ -11,7 +11,8 @@
 //   all_to_all     of equal blocks at every size, each block straight into its place;
 //   reduce_scatter between two hosts, each side sending only the block the other keeps;
 //   reduce         as the all_reduce, where the link serves that (only the root keeps it);
-//   gather         as the all_gather up to 1 MiB of output (the root receives each block once).
+//   gather         as the all_gather up to 1 MiB of output (the root receives each block once);
+//   scatter        as the broadcast of the whole input up to 256 KiB of it.
 // The rest (and all_reduce and reduce above 1 MiB between more than two hosts, reduce_scatter
 // between more)
 // runs on Gloo over every member. A failure names the members that are gone (roll_call.h).

@@ -107,7 +107,7 @@ def opposite_orders_across_tags(rank: int, hosts: list[int]) -> list[str]:
 
 def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
     """The hierarchical paths on chunks spanning hosts: every reduction and dtype of all_reduce,
-    reduce_scatter and reduce, all_gather, gather (to every member), all_to_all and broadcast (from every member), at sizes the hosts' pieces do not divide and at 1 MiB
+    reduce_scatter and reduce, all_gather, gather and scatter (to and from every member), all_to_all and broadcast (from every member), at sizes the hosts' pieces do not divide and at 1 MiB
     (and all_reduces large enough to pipeline), on the world in rank order and in an order that
     alternates hosts (member order is not host order), against references built from every
     member's known input."""
@@ -147,9 +147,14 @@ def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
                 why = mismatch(gathered, torch.cat(inputs), True)
                 if why:
                     failures.append(f"{what} all_gather: {why}")
-                # gather runs as the all_gather (the root keeps it; the others get zeros), to
-                # every member in turn.
+                # gather runs as the all_gather (the root keeps it; the others get zeros), and
+                # scatter as the broadcast (each member keeps its block), up to their sizes; to
+                # and from every member in turn.
                 for root in range(n):
+                    got = funcol.scatter(blocks[me], root, members, tag).wait()
+                    why = mismatch(got, blocks[root].chunk(n)[me], True)
+                    if why:
+                        failures.append(f"{what} scatter from {members[root]}: {why}")
                     got = funcol.gather(inputs[me], root, members, tag).wait()
                     whole = torch.cat(inputs)
                     why = mismatch(got, whole if me == root else torch.zeros_like(whole), True)
@@ -198,7 +203,7 @@ def reductions(rank: int, hosts: list[int]) -> dict[str, object]:
 
 def classic(rank: int, hosts: list[int]) -> dict[str, object]:
     """Classic torch.distributed calls on a c10d_func group spanning the hosts: all_reduce,
-    all_gather_into_tensor, reduce and gather, checked against the reference."""
+    all_gather_into_tensor, reduce, gather and scatter, checked against the reference."""
     import torch.distributed as dist
 
     dist.init_process_group("cpu:c10d_func")
@@ -217,8 +222,9 @@ def classic(rank: int, hosts: list[int]) -> dict[str, object]:
                 failures.append(f"rank {rank} dist.all_gather_into_tensor x{numel}")
         served = sorted({g["backend"] for g in funcol.groups() if g["device"] == "cpu"})
         failures += observed_across_hosts(rank, served[0])
-        # reduce and gather run as the all_reduce and the all_gather; a non-root's tensor stays
-        # as it was (the backend hands the transport a scratch copy).
+        # reduce, gather and scatter run as the all_reduce, the all_gather and the broadcast
+        # where small enough; a non-root's tensor stays as it was (the backend hands the
+        # transport a scratch copy).
         for numel in (5, (1 << 18) + 1):
             x = torch.full((numel,), float(rank + 1))
             dist.reduce(x, dst=world - 1)
@@ -231,6 +237,11 @@ def classic(rank: int, hosts: list[int]) -> dict[str, object]:
                 not torch.equal(t, torch.full((numel,), float(r))) for r, t in enumerate(into)
             ):
                 failures.append(f"rank {rank} dist.gather x{numel}: {[t[:2] for t in into]}")
+            out = torch.empty(numel)
+            blocks = [torch.full((numel,), float(10 * r)) for r in range(world)]
+            dist.scatter(out, blocks if rank == 1 else None, src=1)
+            if not torch.equal(out, blocks[rank]):
+                failures.append(f"rank {rank} dist.scatter x{numel}: {out[:4].tolist()}")
         return {"failures": failures, "served": served}
     finally:
         dist.destroy_process_group()
