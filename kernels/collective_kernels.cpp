@@ -311,7 +311,9 @@ at::Tensor scatter(const at::Tensor& self, int64_t src, c10::string_view tag, at
   const auto shape = scattered_shape(kOp, self.sym_sizes(), group_size);
   CollectiveCall call(kOp, self, tag, ranks, group_size, {.root = src});
   at::Tensor output = new_output(call, shape, self);
-  call.record(output, call.communicator().scatter(output, call.sendable(self), src));
+  // Only src's input is read (by every transport): the others' is not copied.
+  const at::Tensor sent = call.index() == src ? call.sendable(self) : self;
+  call.record(output, call.communicator().scatter(output, sent, src));
   return output;
 }
 

@@ -1,8 +1,8 @@
 #pragma once
 // HostSpanningCommunicator: what the communicators of a chunk spanning hosts share. The
 // collectives that no step inside a host or over the hosts' links speeds up (reduce, large gathers
-// and scatters, all_to_all and broadcast where the derived communicator has no better way) run on the
-// across-hosts transport (Gloo) over every member, whose failures name the members that are
+// and scatters, all_to_all and broadcast where the derived communicator has no better way) run on
+// the across-hosts transport (Gloo) over every member, whose failures name the members that are
 // gone; the others run their steps in issue order (steps_in_order.h), the first failure naming
 // them too.
 #include "transports/communicator.h"

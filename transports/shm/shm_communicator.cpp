@@ -398,7 +398,7 @@ class ShmCommunicator final : public Communicator {
     }
     const bool direct = goes_direct(nbytes(output));
     Turn turn = order_.take_turn("scatter", nbytes(output));
-    const at::Tensor sent = kept(turn, input);
+    const at::Tensor sent = rank_ == root ? kept(turn, input) : input;  // only the root's is read
     return order_.submit(std::move(turn), [this, output, input = sent, root, direct] {
       if (direct && direct_->scatter(output, input, root)) {
         return;
