@@ -53,4 +53,38 @@ bool InputsReusedOnReturn::active() {
   return inputs_reused_on_return;
 }
 
+namespace {
+thread_local uint64_t step_detail = 0;
+}  // namespace
+
+StepDetail::StepDetail(uint64_t detail) : previous_(step_detail) {
+  step_detail = detail;
+}
+
+StepDetail::~StepDetail() {
+  step_detail = previous_;
+}
+
+uint64_t StepDetail::current() {
+  return step_detail;
+}
+
+std::function<void()> StepDetail::carried(std::function<void()> work) {
+  if (step_detail == 0) {
+    return work;
+  }
+  return [detail = step_detail, work = std::move(work)] {
+    StepDetail scope(detail);
+    work();
+  };
+}
+
+uint64_t StepDetail::of_root(const char* op, int64_t root) {
+  uint64_t hash = 1469598103934665603ULL;  // FNV-1a of the op's name, then the root
+  for (const char* c = op; *c != '\0'; ++c) {
+    hash = (hash ^ static_cast<unsigned char>(*c)) * 1099511628211ULL;
+  }
+  return (hash ^ static_cast<uint64_t>(root + 1)) * 1099511628211ULL;
+}
+
 }  // namespace c10d_func

@@ -1,7 +1,8 @@
 #pragma once
 // What the thread issuing collectives tells the transports for the length of a call: the name
-// torch.profiler records a collective's work under, and whether the caller reuses its inputs as
-// soon as a call returns.
+// torch.profiler records a collective's work under, whether the caller reuses its inputs as
+// soon as a call returns, and what else the members must agree on (StepDetail).
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -41,6 +42,28 @@ class InputsReusedOnReturn {
 
  private:
   bool previous_;
+};
+
+// What the members of a collective compare besides what its steps compare by themselves: the
+// root of a reduce, gather or scatter that a composite transport runs as an all_reduce,
+// all_gather or broadcast (transports/hierarchy). Set on the thread that runs the steps (0: none);
+// the shm transport folds it into the collective each member announces (compared at the first
+// barrier) and a rail's link into each message's header, so members that name different roots
+// fail, naming each other, instead of computing a wrong result.
+class StepDetail {
+ public:
+  explicit StepDetail(uint64_t detail);
+  ~StepDetail();
+  StepDetail(const StepDetail&) = delete;
+  StepDetail& operator=(const StepDetail&) = delete;
+  static uint64_t current();
+  // `work` run under the detail current where this is called (for steps run on another thread).
+  static std::function<void()> carried(std::function<void()> work);
+  // The detail of a rooted collective `op` (a short name) run as another, from root `root`.
+  static uint64_t of_root(const char* op, int64_t root);
+
+ private:
+  uint64_t previous_;
 };
 
 }  // namespace c10d_func

@@ -139,6 +139,34 @@ def test_classic_calls_on_a_c10d_func_group_spanning_hosts(cpu_transport, served
     assert leftovers == {0: [], 1: []}, leftovers
 
 
+@pytest.mark.parametrize("per_host", [2, 1], ids=["hierarchical", "one_member_per_host"])
+def test_rooted_collectives_whose_members_name_other_roots_fail_on_every_rank(per_host):
+    # reduce, gather and scatter run across hosts as an all_reduce, all_gather and broadcast,
+    # which would compute with any root: the root is part of what the members compare (inside
+    # a host in shared memory, between hosts in each message of the rails' links), so members
+    # that disagree raise, each of them, within the timeout, as Gloo's pairs time out. reduce
+    # and gather raise in the call; a scatter whose hosts each agree within themselves may
+    # return and raise at the next collective on its group (a broadcast's step between hosts
+    # has no receiver to compare when both sides think they send).
+    hosts_of = [h for h in range(2) for _ in range(per_host)]
+    with TestHosts(2) as hosts:
+        launchers = hosts.launch(
+            "on_test_hosts.py",
+            [per_host, per_host],
+            ["roots_disagree", ",".join(map(str, hosts_of))],
+            env={"C10D_FUNC_TIMEOUT": "20"},
+        )
+        ranks, leftovers = host_results(launchers)
+    for rank, result in rank_results(ranks).items():
+        for op, error in result["errors"].items():
+            assert error != "no error", (rank, op)
+            assert op == "scatter" or not error.startswith("at the next"), (rank, op, error)
+            assert (
+                "another root" in error or "different collectives" in error or ("failed" in error)
+            ), (rank, op, error[:600])
+    assert leftovers == {0: [], 1: []}, leftovers
+
+
 def test_every_collective_compiled_and_packaged_across_hosts(tmp_path_factory):
     # One program with every collective (every_collective.py), its outputs read right after
     # their waits, under inductor's Python wrapper, its C++ wrapper and as an AOTInductor package

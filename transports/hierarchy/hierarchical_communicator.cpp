@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include "transports/call_scope.h"
 #include "transports/hierarchy/host_placement.h"
 #include "transports/hierarchy/host_spanning_communicator.h"
 #include "transports/hierarchy/linked_hosts_communicator.h"
@@ -270,6 +271,7 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
   // whole buffer would cross through the leaders alone: Gloo's there.
   Completion reduce(const at::Tensor& buffer, int64_t root, ReduceOp reduce_op) override {
     if (even_ || buffer.nbytes() <= kLeadersOnlyBytes) {
+      StepDetail agreed(StepDetail::of_root("reduce", root));  // members naming other roots fail
       return all_reduce(buffer, reduce_op);
     }
     return HostSpanningCommunicator::reduce(buffer, root, reduce_op);
@@ -364,9 +366,10 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
     }
     Completion crossing;  // the segment on the link's thread
     const auto cross = [&](int64_t s) {
-      crossing = link_queue_->push(link_queue_->lock(), [this, mine = parts[s].mine, op] {
-        all_reduce_along_rail(mine, op);
-      });
+      crossing = link_queue_->push(link_queue_->lock(),
+                                   StepDetail::carried([this, mine = parts[s].mine, op] {
+                                     all_reduce_along_rail(mine, op);
+                                   }));
     };
     try {
       reduce_in_host(0);
@@ -401,8 +404,9 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
       rail_link_->all_gather(block, rows);
       return completed();
     }
-    return link_queue_->push(link_queue_->lock(),
-                             [this, block, rows] { rail_link_->all_gather(block, rows); });
+    return link_queue_->push(link_queue_->lock(), StepDetail::carried([this, block, rows] {
+                               rail_link_->all_gather(block, rows);
+                             }));
   }
 
   // Between hosts, over the rail's own link where it serves (RailLink::serves_all_reduce), else

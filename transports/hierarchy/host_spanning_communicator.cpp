@@ -3,6 +3,8 @@
 
 #include <ATen/ATen.h>
 
+#include "transports/call_scope.h"
+
 namespace c10d_func {
 
 Completion HostSpanningCommunicator::gather(const at::Tensor& output, const at::Tensor& input,
@@ -12,6 +14,7 @@ Completion HostSpanningCommunicator::gather(const at::Tensor& output, const at::
       size() * input.nbytes() > kGatherAsAllGatherBytes || (root_here && !output.is_contiguous())) {
     return flat_->gather(output, input, root);
   }
+  StepDetail agreed(StepDetail::of_root("gather", root));  // members naming other roots fail
   return all_gather(root_here ? output : new_output({size() * input.numel()}, input.options()),
                     input);
 }
@@ -30,6 +33,7 @@ Completion HostSpanningCommunicator::scatter(const at::Tensor& output, const at:
   const at::Tensor whole =
       root_here ? input.view(-1) : new_output({size() * block}, output.options());
   const at::Tensor mine = whole.narrow(0, rank() * block, block).view(output.sizes());
+  StepDetail agreed(StepDetail::of_root("scatter", root));
   return then_run(broadcast(whole, root), output, {whole}, [output, mine] { output.copy_(mine); });
 }
 

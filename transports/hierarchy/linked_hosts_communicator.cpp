@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 
+#include "transports/call_scope.h"
 #include "transports/hierarchy/host_spanning_communicator.h"
 #include "transports/reduction_staging.h"
 
@@ -45,6 +46,7 @@ class LinkedHostsCommunicator final : public HostSpanningCommunicator {
   // one exchange, where Gloo's reduce takes several rounds.
   Completion reduce(const at::Tensor& buffer, int64_t root, ReduceOp reduce_op) override {
     if (link_->serves_all_reduce(buffer.nbytes())) {
+      StepDetail agreed(StepDetail::of_root("reduce", root));  // members naming other roots fail
       return all_reduce(buffer, reduce_op);
     }
     return HostSpanningCommunicator::reduce(buffer, root, reduce_op);

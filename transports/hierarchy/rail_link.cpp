@@ -1,6 +1,8 @@
 // See rail_link.h.
 #include "transports/hierarchy/rail_link.h"
 
+#include "transports/call_scope.h"
+
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
@@ -37,6 +39,7 @@ using namespace rail;  // the sockets (rail_sockets.h) and the handshake (rail_h
 struct Header {
   uint64_t collective;
   uint64_t bytes;
+  uint64_t detail;  // StepDetail::current(): e.g. the root of a reduce run as an all_reduce
 };
 
 // Each member's address record, through the store (store_all_gather: "rail_link/<position>").
@@ -349,7 +352,7 @@ void RailLink::exchange(const at::Tensor& buffer, const std::function<void(size_
                         const std::vector<char*>& send_from) {
   const size_t bytes = static_cast<size_t>(buffer.numel()) * buffer.element_size();
   const int64_t members = size();
-  Header header{++collectives_, bytes};
+  Header header{++collectives_, bytes, StepDetail::current()};
   char* const payload = static_cast<char*>(buffer.data_ptr());
   // Per peer, how much of (header, payload) has gone and come; their header.
   std::vector<size_t> sent(members, 0), got(members, 0);
@@ -467,6 +470,9 @@ void RailLink::exchange(const at::Tensor& buffer, const std::function<void(size_
                         " in #", header.collective, " of ", bytes,
                         " bytes: the hosts called collectives in another order or with "
                         "other sizes");
+            TORCH_CHECK(theirs[p].detail == header.detail, "between hosts (", name_, "): ", name(p),
+                        " and ", name(position_), " are in different collectives (",
+                        "another op, or a reduce, gather or scatter with another root)");
           }
           if (got[p] == total) {
             --open;

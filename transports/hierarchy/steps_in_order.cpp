@@ -36,7 +36,7 @@ Completion StepsInOrder::submit(std::function<void()> steps) {
       TORCH_CHECK(false, roll_call_->explain(*why));
     }
   };
-  return queue_->push(queue_->lock(), profiled(std::move(work)));
+  return queue_->push(queue_->lock(), profiled(StepDetail::carried(std::move(work))));
 }
 
 }  // namespace c10d_func

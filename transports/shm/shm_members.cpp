@@ -1,6 +1,8 @@
 // See shm_members.h.
 #include "transports/shm/shm_members.h"
 
+#include "transports/call_scope.h"
+
 #include "transports/shm/shm_checks.h"
 #include "transports/shm/shm_segment.h"
 
@@ -33,7 +35,9 @@ std::string Members::name_of(int64_t member) const {
 }
 
 void Members::begin(OpCode op, uint64_t detail) {
-  current_ = fingerprint(op, detail);
+  // A composite transport's step also carries what its collective's members must agree on (the
+  // root of a reduce run as an all_reduce): members that differ there announce different ones.
+  current_ = fingerprint(op, detail ^ (StepDetail::current() * 0xc2b2ae3d27d4eb4fULL));
   ++collectives_;
   control(rank_).collective[collectives_ & 1].store(current_, std::memory_order_relaxed);
   first_barrier_ = true;

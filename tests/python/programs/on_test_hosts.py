@@ -309,6 +309,39 @@ def link_down(rank: int, hosts: list[int]) -> dict[str, object]:
     return {"error": error, "elapsed": time.monotonic() - start}
 
 
+def roots_disagree(rank: int, hosts: list[int]) -> dict[str, object]:
+    """reduce, gather and scatter whose members name different roots: host 0's ranks the world's
+    first, the other hosts' ranks the last (each host agreeing within itself, so only the step
+    between hosts can tell). They run as an all_reduce, all_gather and broadcast across hosts,
+    which would compute with any root: every rank must raise instead, each op on a tag of its
+    own (a failure fails the communicator). A broadcast's step between hosts has no receiver
+    when both sides think they send, so the scatter's members may return, and raise at the next
+    collective on the group (an all_reduce here). Returns each op's error on this rank, in the
+    call or in that next collective ("no error" if neither raised)."""
+    world = list(range(len(hosts)))
+    across = 0 if hosts[rank] == 0 else world[-1]
+    x = torch.ones(64)
+    calls = {
+        "reduce": lambda tag: funcol.reduce(x, "sum", across, world, tag),
+        "gather": lambda tag: funcol.gather(x, across, world, tag),
+        "scatter": lambda tag: funcol.scatter(torch.ones(64 * len(world)), across, world, tag),
+    }
+    errors = {}
+    for name, call in calls.items():
+        tag = f"roots-{name}"
+        try:
+            call(tag).wait()
+            errors[name] = "no error"
+        except RuntimeError as error:
+            errors[name] = str(error)
+            continue
+        try:
+            funcol.all_reduce(x, "sum", world, tag).wait()
+        except RuntimeError as error:
+            errors[name] = "at the next collective: " + str(error)
+    return {"errors": errors}
+
+
 def compiled(rank: int, hosts: list[int], package: str) -> dict[str, object]:
     """Every collective in a compiled program, megabytes in flight when the next op reads them:
     the world runs hierarchically (shm inside each host, the rails' links and Gloo between them),
@@ -396,6 +429,7 @@ def main() -> None:
         "host_killed": host_killed,
         "classic": classic,
         "compiled": compiled,
+        "roots_disagree": roots_disagree,
     }
     result = scenarios[scenario](rank, hosts, *sys.argv[3:])
     funcol.shutdown()
