@@ -13,7 +13,8 @@
 //
 // Every member reduces the hosts' buffers in host order, so all hosts hold the same bits (two
 // hosts: the one binary reduction is commutative, so in place is the same bits). Each message
-// starts with the collective's number and size: members in different collectives fail, naming
+// starts with the collective's number and size, and StepDetail (call_scope.h: the root of a
+// reduce run as an all_reduce): members in different collectives fail, naming
 // the peer. A peer that closes its end (its process died) or sends nothing within the timeout
 // fails the collective, naming it.
 #include <ATen/core/Tensor.h>
