@@ -32,12 +32,13 @@
 // crosses to every other host once, as in a ring). Outputs and snapshots come from the host's
 // symmetric memory (the shm communicator's pool), as on one host.
 // Uneven hosts: all_gather, reduce_scatter, broadcast, all_to_all, gather and scatter run flat
-// on the across-hosts transport over every member. Each collective's steps
-// run one collective at a time in issue order, so every member issues its sub-communicators'
-// collectives in the same order: on the communicator's own thread, or on the thread that waits
-// the collective when it is next and nothing runs (it would block anyway, and a small
-// collective then pays no hand-off between threads). Whichever runs them runs the host's shm
-// steps itself.
+// on the across-hosts transport over every member. Each collective's steps run one collective
+// at a time in issue order, so every member issues its sub-communicators' collectives in the
+// same order: on the communicator's own thread, or on the thread that waits the collective when
+// it is next and nothing runs (it would block anyway, and a small collective then pays no
+// hand-off between threads). Whichever runs them runs the host's shm steps itself. reduce,
+// gather and scatter run as other collectives carry their root into what the members compare
+// (StepDetail, call_scope.h).
 //
 // Failures: the first failure of any step fails the communicator, and tells the members of this
 // host waiting on this one through shared memory (so they fail at once, not at their timeout);

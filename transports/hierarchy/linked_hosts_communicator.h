@@ -14,8 +14,8 @@
 //   gather         as the all_gather up to 1 MiB of output (the root receives each block once);
 //   scatter        as the broadcast of the whole input up to 256 KiB of it.
 // The rest (and all_reduce and reduce above 1 MiB between more than two hosts, reduce_scatter
-// between more)
-// runs on Gloo over every member. A failure names the members that are gone (roll_call.h).
+// between more) runs on Gloo over every member. A failure names the members that are gone
+// (roll_call.h).
 #include "transports/communicator.h"
 #include "transports/hierarchy/rail_link.h"
 #include "transports/roll_call.h"
