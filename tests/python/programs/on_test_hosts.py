@@ -326,6 +326,12 @@ def roots_disagree(rank: int, hosts: list[int]) -> dict[str, object]:
         "gather": lambda tag: funcol.gather(x, across, world, tag),
         "scatter": lambda tag: funcol.scatter(torch.ones(64 * len(world)), across, world, tag),
     }
+
+    def first_line(error: RuntimeError) -> str:
+        # Bounded: with TORCH_SHOW_CPP_STACKTRACES=1 an error carries torch's whole C++ stack,
+        # and the host's launcher reports only the end of a rank's output.
+        return str(error).splitlines()[0][:500]
+
     errors = {}
     for name, call in calls.items():
         tag = f"roots-{name}"
@@ -333,12 +339,12 @@ def roots_disagree(rank: int, hosts: list[int]) -> dict[str, object]:
             call(tag).wait()
             errors[name] = "no error"
         except RuntimeError as error:
-            errors[name] = str(error)
+            errors[name] = first_line(error)
             continue
         try:
             funcol.all_reduce(x, "sum", world, tag).wait()
         except RuntimeError as error:
-            errors[name] = "at the next collective: " + str(error)
+            errors[name] = "at the next collective: " + first_line(error)
     return {"errors": errors}
 
 
