@@ -138,6 +138,45 @@ def _group_size_for_runtime_estimates(group_size: Callable[[Any], int]) -> Calla
     return get_collective_group_size
 
 
+# Every wait of an AsyncCollectiveTensor, torch's and c10d_func's eager outputs alike, goes
+# through funcol's `wait_tensor`, which calls `_c10d_functional.wait_tensor`. torch registers
+# that op's autograd formula from Python (`torch.library.register_autograd`), so each call runs a
+# Python kernel before the C++ one: 2.8 µs per wait where the C++ kernel alone takes 0.6, a third
+# of an eager 8 B all_reduce + wait. A plain tensor that autograd does not track, with no
+# tracer, dispatch mode or torch function mode active, gets the C++ kernel directly; anything
+# else takes torch's path unchanged.
+# Checked: 2.11.0, 2.14.1. Hook: wait_tensor's identity backward registered in C++ (as torch's
+# other collectives' are), or `register_autograd` skipping Python for inputs that need no grad.
+def _wait_untracked_tensors_in_cpp(wait: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    op = torch.ops._c10d_functional.wait_tensor.default
+    kernel = torch._C.DispatchKeySet(torch._C.DispatchKey.CompositeExplicitAutograd)
+    python_dispatcher = torch._C.DispatchKey.PythonDispatcher
+    pre_dispatch = torch._C.DispatchKey.PreDispatch
+    is_included = torch._C._dispatch_tls_is_dispatch_key_included
+    modes = torch._C._len_torch_dispatch_stack
+    function_modes = torch._C._len_torch_function_stack
+    compiling = torch.compiler.is_compiling
+    grad_enabled = torch.is_grad_enabled
+    plain = torch.Tensor
+
+    def wait_tensor(tensor: Any) -> Any:
+        # Dynamo folds `compiling()` to True and traces torch's function, as before.
+        if (
+            not compiling()
+            and type(tensor) is plain
+            and not (tensor.requires_grad and grad_enabled())
+            and modes() == 0
+            and function_modes() == 0
+            and not is_included(python_dispatcher)
+            and not is_included(pre_dispatch)
+        ):
+            # Releases the GIL while it waits, as the op's own call does.
+            return op.redispatch(kernel, tensor)
+        return wait(tensor)
+
+    return wait_tensor
+
+
 PATCHES: tuple[Patch, ...] = (
     Patch(
         "follow_default_group",
@@ -172,6 +211,15 @@ PATCHES: tuple[Patch, ...] = (
         "keep a collective apart from its wait in inference graphs: without it compute no "
         "longer overlaps the collective",
         _keep_waits_apart_from_their_collectives,
+    ),
+    Patch(
+        "wait_untracked_tensors_in_cpp",
+        "torch.distributed._functional_collectives",
+        "wait_tensor",
+        False,
+        "wait an AsyncCollectiveTensor without the Python autograd kernel torch registers for "
+        "wait_tensor: without it every eager wait costs about 2 µs more",
+        _wait_untracked_tensors_in_cpp,
     ),
     Patch(
         "group_size_for_runtime_estimates",

@@ -9,6 +9,7 @@ import importlib
 import json
 import subprocess
 import sys
+import time
 import types
 import warnings
 
@@ -25,6 +26,7 @@ EXPECTED = {
     "reinplace_collectives",
     "keep_waits_apart_from_their_collectives",
     "group_size_for_runtime_estimates",
+    "wait_untracked_tensors_in_cpp",
 }
 
 
@@ -121,6 +123,90 @@ def test_group_size_for_runtime_estimates_reads_our_last_argument():
         constant_args=("sum", "tag", [0, 1, 2, 3], 4),
     )
     assert group_size(node) == 4
+
+
+class _SlowWork(dist.Work):
+    """A Work in torch's registry that writes its tensor only when waited, late: a wait that
+    skipped it would leave zeros."""
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        super().__init__()
+        self.tensor = tensor
+        self.waits = 0
+
+    def wait(self, timeout: object = None) -> bool:
+        time.sleep(0.02)
+        self.tensor.fill_(7)
+        self.waits += 1
+        return True
+
+
+def _pending(size: int = 3) -> tuple[torch.Tensor, _SlowWork]:
+    tensor = torch.zeros(size)
+    work = _SlowWork(tensor)
+    torch._C._distributed_c10d._register_work(tensor, work)
+    return tensor, work
+
+
+def _wait_with_torchs_path_spied() -> tuple[object, list[torch.Tensor]]:
+    """The patch's replacement of funcol's wait_tensor, over a spy of torch's function: what
+    reaches the spy took torch's path."""
+    reached: list[torch.Tensor] = []
+
+    def torchs(tensor: torch.Tensor) -> torch.Tensor:
+        reached.append(tensor)
+        return torch.ops._c10d_functional.wait_tensor(tensor)
+
+    return _torch_patches._wait_untracked_tensors_in_cpp(torchs), reached
+
+
+def test_wait_untracked_tensors_in_cpp_waits_the_registered_work_without_python():
+    wait, reached = _wait_with_torchs_path_spied()
+    tensor, work = _pending()
+    assert wait(tensor) is tensor
+    assert work.waits == 1 and tensor.tolist() == [7.0, 7.0, 7.0]
+    assert reached == []  # the C++ kernel, directly
+    # As applied: torch's AsyncCollectiveTensor waits through it, and a tensor with nothing
+    # pending returns at once.
+    _patched("wait_untracked_tensors_in_cpp")
+    from torch.distributed._functional_collectives import AsyncCollectiveTensor
+
+    tensor, work = _pending()
+    assert AsyncCollectiveTensor(tensor).wait().tolist() == [7.0, 7.0, 7.0]
+    assert work.waits == 1
+    assert wait(torch.ones(2)).tolist() == [1.0, 1.0]
+
+
+def test_wait_untracked_tensors_in_cpp_leaves_tracked_traced_and_moded_tensors_to_torch():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.overrides import TorchFunctionMode
+
+    wait, reached = _wait_with_torchs_path_spied()
+    # Autograd tracks it: torch's formula gives the output its backward.
+    tracked, work = _pending()
+    tracked.requires_grad_(True)
+    waited = wait(tracked)
+    assert reached == [tracked] and work.waits == 1
+    assert waited.grad_fn is not None
+    with torch.no_grad():  # grad mode off: nothing to track
+        assert wait(tracked) is tracked
+    assert len(reached) == 1
+
+    class Functions(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with Functions():
+        wait(torch.ones(2))
+    assert len(reached) == 2
+    with FakeTensorMode() as fake:
+        wait(fake.from_tensor(torch.ones(2)))
+    assert len(reached) == 3
+    graph = make_fx(wait)(torch.ones(2))
+    assert len(reached) == 4
+    targets = [node.target for node in graph.graph.nodes if node.op == "call_function"]
+    assert targets == [torch.ops._c10d_functional.wait_tensor.default]
 
 
 def test_a_torch_without_an_optional_target_warns_with_what_is_lost():
