@@ -14,6 +14,7 @@ joined by a veth pair (tests/python/hosts.py; needs root), once with the link li
 then the hosts' own TCP link beside Gloo (no host step), its first column.
 
     sudo python -m benchmarks.across_hosts [--op all_reduce] [--per-host 2] [--iters 20] [--out DIR]
+        [--sizes 8,65536] [--links both|limited]
 
 A size is the whole buffer: all_reduce's and reduce's, all_gather's and gather's output,
 reduce_scatter's and scatter's input (each rank gives or keeps a quarter of it).
@@ -223,7 +224,7 @@ def make_calls(op: str, everyone: list[int], backend_group, per_host: int) -> di
     return dict(zip(impls(op, per_host), [call for call in calls if call is not None]))
 
 
-def rank_main(op: str, iters: int, per_host: int) -> None:
+def rank_main(op: str, iters: int, per_host: int, sizes: str) -> None:
     """One rank: times every implementation at every size; rank 0 prints the medians."""
     import torch
 
@@ -244,7 +245,7 @@ def rank_main(op: str, iters: int, per_host: int) -> None:
     single: dict[str, dict[str, float]] = {}
     back_to_back: dict[str, dict[str, float]] = {}
     names = list(calls)
-    for size in sizes_of(op):
+    for size in [int(s) for s in sizes.split(",")] if sizes else sizes_of(op):
         # all_gather's and gather's input is this rank's block of the output.
         numel = max(size // 4, 2)
         x = torch.ones(numel // world if op in BLOCK_INPUT_OPS else numel)
@@ -357,7 +358,7 @@ def link_rate(
         f"Link-rate fraction of {default_name(per_host)} (the floor: {what} / link rate):",
         "",
     ]
-    for size in sizes_of(op):
+    for size in map(int, result):
         if size >= 1 << 20:
             floor_us = floor_bytes(size, op, per_host) / (gbit * 1e9 / 8) * 1e6
             measured = result[str(size)][impls(op, per_host)[0]]
@@ -376,7 +377,7 @@ def rows(title: str, result: dict[str, dict[str, float]], op: str, per_host: int
         "| size | " + " | ".join(names) + " |",
         "|---|" + "---|" * len(names),
     ]
-    for size in sizes_of(op):
+    for size in map(int, result):
         row = result[str(size)]
         base = row[names[0]]
         cells = [f"{base:.0f}"] + [
@@ -388,7 +389,7 @@ def rows(title: str, result: dict[str, dict[str, float]], op: str, per_host: int
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--rank":
-        rank_main(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        rank_main(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
         return
     parser = argparse.ArgumentParser(prog="python -m benchmarks.across_hosts", description=__doc__)
     parser.add_argument("--op", choices=OPS, default="all_reduce")
@@ -399,6 +400,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="default: benchmarks/results/hosts2[x1][_<op>]")
     parser.add_argument(
         "--links", choices=["both", "limited"], default="both", help="'limited': 10 Gb/s only"
+    )
+    parser.add_argument(
+        "--sizes", default="", help="comma-separated sizes in bytes (default: the op's 5 sizes)"
     )
     args = parser.parse_args()
     if args.out is None:
@@ -420,7 +424,7 @@ def main() -> None:
             launchers = hosts.launch(
                 str(Path(__file__)),
                 [args.per_host, args.per_host],
-                ["--rank", args.op, str(args.iters), str(args.per_host)],
+                ["--rank", args.op, str(args.iters), str(args.per_host), args.sizes],
                 env={"PYTHONPATH": f"{HERE.parent}:{TESTS}"},
             )
             ranks, _ = host_results(launchers, timeout=900)
