@@ -148,12 +148,10 @@ def _group_size_for_runtime_estimates(group_size: Callable[[Any], int]) -> Calla
 # Checked: 2.11.0, 2.14.1. Hook: wait_tensor's identity backward registered in C++ (as torch's
 # other collectives' are), or `register_autograd` skipping Python for inputs that need no grad.
 def _wait_untracked_tensors_in_cpp(wait: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    from ._async import _no_mode_or_tracer_present  # the eager API's own check
+
     op = torch.ops._c10d_functional.wait_tensor.default
     kernel = torch._C.DispatchKeySet(torch._C.DispatchKey.CompositeExplicitAutograd)
-    python_dispatcher = torch._C.DispatchKey.PythonDispatcher
-    pre_dispatch = torch._C.DispatchKey.PreDispatch
-    is_included = torch._C._dispatch_tls_is_dispatch_key_included
-    modes = torch._C._len_torch_dispatch_stack
     function_modes = torch._C._len_torch_function_stack
     compiling = torch.compiler.is_compiling
     grad_enabled = torch.is_grad_enabled
@@ -165,10 +163,8 @@ def _wait_untracked_tensors_in_cpp(wait: Callable[[Any], Any]) -> Callable[[Any]
             not compiling()
             and type(tensor) is plain
             and not (tensor.requires_grad and grad_enabled())
-            and modes() == 0
             and function_modes() == 0
-            and not is_included(python_dispatcher)
-            and not is_included(pre_dispatch)
+            and _no_mode_or_tracer_present()
         ):
             # Releases the GIL while it waits, as the op's own call does.
             return op.redispatch(kernel, tensor)
