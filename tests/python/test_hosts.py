@@ -139,8 +139,14 @@ def test_classic_calls_on_a_c10d_func_group_spanning_hosts(cpu_transport, served
     assert leftovers == {0: [], 1: []}, leftovers
 
 
-@pytest.mark.parametrize("per_host", [2, 1], ids=["hierarchical", "one_member_per_host"])
-def test_rooted_collectives_whose_members_name_other_roots_fail_on_every_rank(per_host):
+@pytest.mark.parametrize(
+    "hosts_count, per_host",
+    [(2, 2), (3, 2), (2, 1)],
+    ids=["hierarchical", "three_hosts", "one_member_per_host"],
+)
+def test_rooted_collectives_whose_members_name_other_roots_fail_on_every_rank(
+    hosts_count, per_host
+):
     # reduce, gather and scatter run across hosts as an all_reduce, all_gather and broadcast,
     # which would compute with any root: the root is part of what the members compare (inside
     # a host in shared memory, between hosts in each message of the rails' links), so members
@@ -148,11 +154,13 @@ def test_rooted_collectives_whose_members_name_other_roots_fail_on_every_rank(pe
     # and gather raise in the call; a scatter whose hosts each agree within themselves may
     # return and raise at the next collective on its group (a broadcast's step between hosts
     # has no receiver to compare when both sides think they send).
-    hosts_of = [h for h in range(2) for _ in range(per_host)]
-    with TestHosts(2) as hosts:
+    # Between three hosts a large reduce's rails run Gloo's ring, which compares nothing: the
+    # rails' links compare the root before it.
+    hosts_of = [h for h in range(hosts_count) for _ in range(per_host)]
+    with TestHosts(hosts_count) as hosts:
         launchers = hosts.launch(
             "on_test_hosts.py",
-            [per_host, per_host],
+            [per_host] * hosts_count,
             ["roots_disagree", ",".join(map(str, hosts_of))],
             env={"C10D_FUNC_TIMEOUT": "20"},
         )
@@ -164,7 +172,11 @@ def test_rooted_collectives_whose_members_name_other_roots_fail_on_every_rank(pe
             assert (
                 "another root" in error or "different collectives" in error or ("failed" in error)
             ), (rank, op, error[:600])
-    assert leftovers == {0: [], 1: []}, leftovers
+            # On the disagreement itself, not at the timeout: a member that fails on one peer's
+            # header shows its own to the others first (three hosts: a rail member that agrees
+            # with the peer that failed would wait for its payload).
+            assert "did not take part" not in error, (rank, op, error[:600])
+    assert leftovers == {host: [] for host in range(hosts_count)}, leftovers
 
 
 def test_every_collective_compiled_and_packaged_across_hosts(tmp_path_factory):

@@ -17,11 +17,6 @@
 #include "transports/task_queue.h"
 
 #include <algorithm>
-#include <functional>
-#include <mutex>
-#include <optional>
-#include <stdexcept>
-#include <thread>
 
 namespace c10d_func {
 namespace {
@@ -410,13 +405,17 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
   }
 
   // Between hosts, over the rail's own link where it serves (RailLink::serves_all_reduce), else
-  // Gloo.
+  // Gloo, whose ring compares nothing: a reduce run as this all_reduce (StepDetail) compares its
+  // root over the link first, so that members naming other roots fail there too.
   void all_reduce_along_rail(const at::Tensor& wire, ReduceOp op) {
     if (rail_link_ && rail_link_->serves_all_reduce(wire.nbytes())) {
       rail_link_->all_reduce(wire, op);
-    } else {
-      wait_for(rail_->all_reduce(wire, op));
+      return;
     }
+    if (rail_link_ && StepDetail::current() != 0) {
+      rail_link_->all_reduce(at::zeros({1}, wire.options().dtype(at::kInt)), ReduceOp::kSum);
+    }
+    wait_for(rail_->all_reduce(wire, op));
   }
 
   // Failing tells this host's members (waiting on this one in shared memory) at once.

@@ -11,11 +11,7 @@
 #include "transports/hierarchy/rail_sockets.h"
 #include "transports/host_address.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -24,7 +20,6 @@
 #include <array>
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <deque>
 #include <functional>
 #include <sstream>
@@ -52,6 +47,20 @@ constexpr size_t kReduceStep = size_t{256} << 10;
 // The most one exchange carries: a larger all_reduce between two hosts goes in windows of this
 // size, so the inbox kept across collectives stays this small whatever the message.
 constexpr size_t kWindowBytes = size_t{8} << 20;
+
+// Sends the rest of `header` to every peer that has not had it, as far as its socket takes it
+// now: a member failing a collective on one peer's header still shows its own to the others,
+// which may agree with this one and would otherwise wait for its payload until the timeout.
+void show_header_before_failing(const std::vector<int>& sockets, int64_t self, const Header& header,
+                                std::vector<size_t>& sent) {
+  for (size_t q = 0; q < sockets.size(); ++q) {
+    if (static_cast<int64_t>(q) != self && sent[q] < sizeof(Header)) {
+      const ssize_t moved = ::send(sockets[q], reinterpret_cast<const char*>(&header) + sent[q],
+                                   sizeof(Header) - sent[q], MSG_NOSIGNAL | MSG_DONTWAIT);
+      sent[q] += moved > 0 ? static_cast<size_t>(moved) : 0;
+    }
+  }
+}
 
 // A connection that has not yet proven it belongs to the job: its hello so far.
 struct Candidate {
@@ -464,6 +473,10 @@ void RailLink::exchange(const at::Tensor& buffer, const std::function<void(size_
           const size_t before = got[p];
           got[p] += static_cast<size_t>(moved);
           if (before < sizeof(Header) && got[p] >= sizeof(Header)) {
+            if (theirs[p].collective != header.collective || theirs[p].bytes != bytes ||
+                theirs[p].detail != header.detail) {
+              show_header_before_failing(sockets_, position_, header, sent);
+            }
             TORCH_CHECK(theirs[p].collective == header.collective && theirs[p].bytes == bytes,
                         "between hosts (", name_, "): ", name(p), " is in collective #",
                         theirs[p].collective, " of ", theirs[p].bytes, " bytes, ", name(position_),

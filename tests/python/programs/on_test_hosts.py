@@ -177,14 +177,23 @@ def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
                         failures.append(f"{what} broadcast from {members[root]}: {why}")
         # Large enough to go in pipelined segments (each member's piece 2 MiB and more: one
         # segment crosses between hosts while the host reduces the next), with a padded tail.
+        # Out of place the call is done with its input when it returns: the input is
+        # overwritten before the wait and changes nothing. avg divides after the steps; complex
+        # goes as its real view.
         numel = (1 << 20) + 5
-        for dtype in (torch.float32, torch.int64):
+        for dtype in (torch.float32, torch.int64, torch.complex64):
             inputs = [make_input(r, (numel,), dtype, salt=3) for r in members]
-            for op in ("sum", "max"):
-                got = funcol.all_reduce(inputs[me], op, members, tag).wait()
-                why = mismatch(got, reduce_reference(inputs, op), True)
+            ops = ("sum", "max", "avg") if dtype != torch.complex64 else ("sum", "avg")
+            for op in ops:
+                mine = inputs[me].clone()
+                pending = funcol.all_reduce(mine, op, members, tag)
+                mine.fill_(-7)
+                got = pending.wait()
+                why = mismatch(got, reduce_reference(inputs, op), dtype != torch.complex64)
                 if why:
                     failures.append(f"rank {rank} {tag} {dtype} x{numel} all_reduce {op}: {why}")
+            if dtype == torch.complex64:
+                continue
             # A large reduce to the last member (pipelined, as the all_reduce).
             got = funcol.reduce(inputs[me], "sum", n - 1, members, tag).wait()
             reduced = reduce_reference(inputs, "sum")
@@ -321,8 +330,12 @@ def roots_disagree(rank: int, hosts: list[int]) -> dict[str, object]:
     world = list(range(len(hosts)))
     across = 0 if hosts[rank] == 0 else world[-1]
     x = torch.ones(64)
+    # Large enough that each member's piece (2 MiB) goes along the rails on Gloo's ring between
+    # more than two hosts, which compares nothing: the rails' links compare the root first.
+    large = torch.ones(1 << 20)
     calls = {
         "reduce": lambda tag: funcol.reduce(x, "sum", across, world, tag),
+        "large reduce": lambda tag: funcol.reduce(large, "sum", across, world, tag),
         "gather": lambda tag: funcol.gather(x, across, world, tag),
         "scatter": lambda tag: funcol.scatter(torch.ones(64 * len(world)), across, world, tag),
     }
