@@ -389,7 +389,9 @@ def rows(title: str, result: dict[str, dict[str, float]], op: str, per_host: int
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--rank":
-        rank_main(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+        # The launcher drops an empty argument: no --sizes arrives as no sixth argument.
+        sizes = sys.argv[5] if len(sys.argv) > 5 else ""
+        rank_main(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sizes)
         return
     parser = argparse.ArgumentParser(prog="python -m benchmarks.across_hosts", description=__doc__)
     parser.add_argument("--op", choices=OPS, default="all_reduce")

@@ -14,7 +14,7 @@ TaskQueue::~TaskQueue() {
 void TaskQueue::run_here(std::unique_lock<std::mutex> lock, const std::function<void()>& work) {
   (void)run_here_then_push(std::move(lock), [&work] {
     work();
-    return std::function<void()>();
+    return Rest{};
   });
 }
 
@@ -37,25 +37,26 @@ Completion TaskQueue::push(std::unique_lock<std::mutex> lock, std::function<void
 }
 
 Completion TaskQueue::run_here_then_push(std::unique_lock<std::mutex> lock,
-                                         const std::function<std::function<void()>()>& first) {
+                                         const std::function<Rest()>& first) {
   running_ = true;
   lock.unlock();
-  std::function<void()> rest;
+  Rest rest;
   Completion done = completed();
   const auto finished = [&] {
     bool wake = false;
     {
       std::lock_guard<std::mutex> relock(mutex_);
-      if (rest) {
+      if (rest.work) {
         // Collectives issued while `first` ran were queued behind it: the rest goes before them.
         done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
-        tasks_.emplace_front(std::move(rest), done);
+        tasks_.emplace_front(std::move(rest.work), done);
         if (!worker_.joinable()) {
           worker_ = std::thread([this] { serve(); });
         }
       }
       running_ = false;
-      wake = waits_for_running();
+      // A quiet rest alone in the queue waits for its waiter or the next push.
+      wake = waits_for_running() && !(rest.quiet && tasks_.size() == 1 && !stop_);
     }
     if (wake) {
       ready_.notify_all();
@@ -64,7 +65,7 @@ Completion TaskQueue::run_here_then_push(std::unique_lock<std::mutex> lock,
   try {
     rest = first();
   } catch (...) {
-    rest = nullptr;
+    rest = Rest{};
     finished();
     throw;
   }

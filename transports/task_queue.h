@@ -6,7 +6,10 @@
 // the collective itself: a small collective then costs no hand-off to the progress thread and
 // back (two wake-ups, more than its bytes cost), and a peer that arrived late does not pay the
 // early member's thread switches. The progress thread still runs whatever nobody waits, so a
-// collective completes whatever the callers do (no caller ever blocks on a peer's caller).
+// collective completes whatever the callers do (no caller ever blocks on a peer's caller). The
+// one exception is a quiet rest (Rest): what is left of a collective whose part for the peers
+// went out in its call, so no peer depends on this process for it; it waits for its waiter or
+// the progress thread's next wake-up.
 //
 // Callers that run a collective in the call (nothing queued or running, see idle) hold the
 // queue's lock from that decision until run_here or push, so that no collective issued
@@ -35,11 +38,21 @@ class TaskQueue : public std::enable_shared_from_this<TaskQueue> {
   // `lock`, released here); rethrows what it threw.
   void run_here(std::unique_lock<std::mutex> lock, const std::function<void()>& work);
 
+  // What a collective begun in a call leaves for later: `work` (none: nothing), and whether it
+  // is quiet: no peer needs this process to run it (its part went out in the call), so it waits
+  // for its waiter, or for the progress thread's next wake-up (any later push), instead of
+  // waking the progress thread now: a collective waited soon after its call then costs no
+  // thread switch at all.
+  struct Rest {
+    std::function<void()> work;
+    bool quiet = false;
+  };
+
   // Runs `first` in this thread as the next collective (as run_here), then queues the rest it
   // returns (the part that waits for the peers, if any) ahead of anything issued meanwhile, and
   // returns the rest's Completion (a completed one when there is no rest).
   Completion run_here_then_push(std::unique_lock<std::mutex> lock,
-                                const std::function<std::function<void()>()>& first);
+                                const std::function<Rest()>& first);
 
   // Queues `work` behind everything issued before (`lock` released here); its Completion is
   // finished by the progress thread or by a waiter, with its outcome.

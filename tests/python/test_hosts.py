@@ -81,7 +81,7 @@ def test_every_op_picks_shm_inside_a_host_and_gloo_across(layout):
     assert leftovers == {host: [] for host in range(len(layout))}, leftovers
 
 
-def test_three_hosts_reduce_every_dtype_through_links_and_gloo():
+def test_three_hosts_reduce_every_dtype_through_links_and_gloo(tmp_path):
     # Between more than two hosts, a rail's link sends each buffer to every other host and every
     # member reduces in host order (the leaders' all_reduce up to 512 KiB, and the rails' pieces
     # up to 1 MiB); larger pieces go along the rail on Gloo's ring, unsegmented (pipelining is
@@ -92,7 +92,7 @@ def test_three_hosts_reduce_every_dtype_through_links_and_gloo():
             "on_test_hosts.py",
             [2, 2, 2],
             ["reductions", "0,0,1,1,2,2"],
-            env={"C10D_FUNC_TIMEOUT": "60"},
+            env={"C10D_FUNC_TIMEOUT": "60", "C10D_FUNC_TEST_SYNC_DIR": str(tmp_path)},
         )
         ranks, leftovers = host_results(launchers, timeout=240)
     for result in rank_results(ranks).values():
@@ -101,18 +101,20 @@ def test_three_hosts_reduce_every_dtype_through_links_and_gloo():
 
 
 @pytest.mark.parametrize("hosts_count", [2, 3])
-def test_one_member_per_host_reduces_every_dtype_over_the_hosts_link(hosts_count):
+def test_one_member_per_host_reduces_every_dtype_over_the_hosts_link(hosts_count, tmp_path):
     # One member per host (torchrun --nproc-per-node 1): the hosts' own link carries all_reduce
     # (at every size between two hosts, up to 1 MiB between three; Gloo's ring above), all_gather
     # and, between two hosts, reduce_scatter (Gloo between three); every reduction and dtype,
-    # in rank order and in an order that alternates hosts, against the reference.
+    # in rank order and in an order that alternates hosts, against the reference. Small
+    # all_reduces send this member's part in the call: a peer finishes while a member does not
+    # wait, and unwaited ones run in issue order (on_test_hosts.unwaited_across_hosts).
     layout = [1] * hosts_count
     with TestHosts(hosts_count) as hosts:
         launchers = hosts.launch(
             "on_test_hosts.py",
             layout,
             ["reductions", ",".join(map(str, range(hosts_count)))],
-            env={"C10D_FUNC_TIMEOUT": "60"},
+            env={"C10D_FUNC_TIMEOUT": "60", "C10D_FUNC_TEST_SYNC_DIR": str(tmp_path)},
         )
         ranks, leftovers = host_results(launchers, timeout=240)
     for result in rank_results(ranks).values():

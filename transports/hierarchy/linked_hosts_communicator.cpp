@@ -34,12 +34,34 @@ class LinkedHostsCommunicator final : public HostSpanningCommunicator {
     if (!link_->serves_all_reduce(buffer.nbytes())) {
       return flat_->all_reduce(buffer, reduce_op);
     }
-    return steps_.submit([this, buffer, reduce_op] {
+    auto whole = [this, buffer, reduce_op] {
       at::AutoDispatchBelowADInplaceOrView below;
       const auto staged = stage_reduction(buffer, reduce_op, /*transport_averages_floats=*/false);
       link_->all_reduce(staged.wire.view(-1), staged.wire_op);
       staged.finish(buffer, size());
-    });
+    };
+    if (buffer.nbytes() > RailLink::kBegunBytes) {
+      return steps_.submit(std::move(whole));
+    }
+    // Small, with nothing queued: this member's part goes to the peers in the call, and the
+    // rest (receiving theirs) waits for the waiter, with no wake-up of the progress thread when
+    // it all went out (no peer depends on this process for it; RailLink::begin_all_reduce).
+    return steps_.submit_begun(
+        [this, buffer, reduce_op]() -> TaskQueue::Rest {
+          at::AutoDispatchBelowADInplaceOrView below;
+          auto staged = std::make_shared<StagedReduction>(
+              stage_reduction(buffer, reduce_op, /*transport_averages_floats=*/false));
+          const at::Tensor wire = staged->wire.view(-1);
+          auto begun = link_->begin_all_reduce(wire);
+          const bool quiet = begun->all_sent();
+          return {[this, buffer, staged, wire, begun = std::move(begun)] {
+                    at::AutoDispatchBelowADInplaceOrView below;
+                    link_->finish_all_reduce(*begun, wire, staged->wire_op);
+                    staged->finish(buffer, size());
+                  },
+                  quiet};
+        },
+        std::move(whole));
   }
 
   // reduce runs as the all_reduce where the link serves it (only the root's result is kept):

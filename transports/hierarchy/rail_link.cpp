@@ -7,23 +7,17 @@
 #include <c10/util/Exception.h>
 
 #include "transports/byte_reduce.h"
-#include "transports/hierarchy/rail_handshake.h"
 #include "transports/hierarchy/rail_sockets.h"
-#include "transports/host_address.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include <array>
+#include <algorithm>
 #include <cerrno>
-#include <cstdlib>
-#include <deque>
 #include <functional>
 #include <sstream>
-#include <thread>
 
 namespace c10d_func {
 namespace {
@@ -36,9 +30,6 @@ struct Header {
   uint64_t bytes;
   uint64_t detail;  // StepDetail::current(): e.g. the root of a reduce run as an all_reduce
 };
-
-// Each member's address record, through the store (store_all_gather: "rail_link/<position>").
-constexpr const char* kAddressKey = "rail_link";
 
 // In place, reductions between two hosts are folded as the bytes arrive, in steps of this many
 // bytes: large enough that a step's kernel call costs nothing beside it, small enough that the
@@ -62,189 +53,16 @@ void show_header_before_failing(const std::vector<int>& sockets, int64_t self, c
   }
 }
 
-// A connection that has not yet proven it belongs to the job: its hello so far.
-struct Candidate {
-  int fd = -1;
-  std::string from;  // "address:port", for the refusal's message
-  rail::Hello hello{};
-  size_t got = 0;
-};
-
-// Accepts until every higher position has a proven connection in `sockets`: each connection's
-// hello is read as its bytes come (one that sends nothing holds no one up), and a connection
-// that fails the hello is closed while accepting goes on, so a stranger can neither take a slot
-// nor end the formation. At most kMaxCandidates wait at once: the oldest gives way.
-void accept_members(int listener, const Rendezvous& rendezvous, uint64_t identity,
-                    const rail::Secret& secret, Clock::time_point deadline,
-                    std::vector<int>& sockets) {
-  constexpr size_t kMaxCandidates = 64;
-  const int64_t me = rendezvous.rank;
-  int64_t missing = rendezvous.size - 1 - me;
-  std::deque<Candidate> candidates;
-  size_t refused = 0;
-  std::string last_refusal;
-  const auto refuse = [&](Candidate& candidate, const std::string& why) {
-    ::close(candidate.fd);
-    candidate.fd = -1;
-    ++refused;
-    last_refusal = why + " from " + candidate.from;
-  };
-  while (missing > 0) {
-    std::vector<pollfd> ready{{listener, POLLIN, 0}};
-    for (const Candidate& candidate : candidates) {
-      ready.push_back({candidate.fd, POLLIN, 0});
-    }
-    const int polled = ::poll(ready.data(), ready.size(), milliseconds_until(deadline));
-    if (polled < 0 && errno == EINTR) {
-      continue;
-    }
-    if (polled <= 0) {
-      std::ostringstream why;
-      why << "c10d_func: connecting the hosts across a rail: " << missing << " host(s)' members of "
-          << rendezvous.group << " did not connect within C10D_FUNC_TIMEOUT";
-      if (refused > 0) {
-        why << " (" << refused << " connection(s) refused for not proving they belong to the "
-            << "job; the last: " << last_refusal << ")";
-      }
-      TORCH_CHECK(false, why.str());
-    }
-    for (size_t i = 1; i < ready.size(); ++i) {
-      Candidate& candidate = candidates[i - 1];
-      if ((ready[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
-        continue;
-      }
-      const ssize_t got = ::recv(candidate.fd, candidate.hello.data() + candidate.got,
-                                 rail::kHelloBytes - candidate.got, MSG_DONTWAIT);
-      if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
-        refuse(candidate, "a connection closed before its hello was whole");
-        continue;
-      }
-      if (got < 0 || (candidate.got += static_cast<size_t>(got)) < rail::kHelloBytes) {
-        continue;
-      }
-      const rail::HelloVerdict verdict = rail::check_hello(candidate.hello.data(), candidate.got,
-                                                           identity, secret, me, rendezvous.size);
-      if (verdict.position < 0) {
-        refuse(candidate, verdict.refused);
-      } else if (sockets[verdict.position] >= 0) {
-        refuse(candidate, "a second hello of position " + std::to_string(verdict.position));
-      } else {
-        transfer_all(candidate.fd, const_cast<uint8_t*>(rail::kAccepted.data()),
-                     rail::kAccepted.size(), /*send=*/true, deadline, "a peer");
-        sockets[verdict.position] = candidate.fd;
-        candidate.fd = -1;
-        --missing;
-      }
-    }
-    std::erase_if(candidates, [](const Candidate& candidate) { return candidate.fd < 0; });
-    if ((ready[0].revents & POLLIN) != 0) {
-      sockaddr_storage address{};
-      socklen_t length = sizeof(address);
-      const int fd =
-          ::accept4(listener, reinterpret_cast<sockaddr*>(&address), &length, SOCK_CLOEXEC);
-      if (fd >= 0) {
-        if (candidates.size() == kMaxCandidates) {
-          refuse(candidates.front(), "a connection that sent no whole hello in time");
-          candidates.pop_front();
-        }
-        candidates.push_back({fd, remote_of(address), {}, 0});
-      }
-    }
-  }
-  for (const Candidate& candidate : candidates) {
-    ::close(candidate.fd);
-  }
-  if (refused > 0) {
-    TORCH_WARN(
-        "c10d_func: ", rendezvous.group, ": the rail link refused ", refused,
-        " connection(s) that did not prove they belong to this job (the last: ", last_refusal, ")");
-  }
-}
-
 }  // namespace
 
-std::unique_ptr<RailLink> RailLink::connect(const Rendezvous& rendezvous, const std::string& name) {
-  const int64_t me = rendezvous.rank;
-  const auto deadline = Clock::now() + rendezvous.remaining();
-  const auto peer = [&](int64_t position) {
-    return "rank " + std::to_string(rendezvous.members.at(position)) + " (" + name + ")";
-  };
-  const std::optional<std::string> address = address_for_peers();
-  auto [listener, port] = address ? listen_on(*address) : std::pair<int, int>{-1, 0};
-  // A fresh secret per formation, known only through the store (rail_handshake.h).
-  const rail::Secret secret = rail::fresh_secret();
-  const uint64_t identity = rail::job_identity(rendezvous.group);
-  const std::string mine =
-      listener < 0 ? std::string(rail::kNoAddress) : rail::address_record(*address, port, secret);
-  const auto records = store_all_gather(rendezvous, kAddressKey, {mine.begin(), mine.end()},
-                                        /*max_bytes=*/4096);
-  std::vector<rail::AddressRecord> where(rendezvous.size);
-  bool everyone_listens = true;
-  for (int64_t p = 0; p < rendezvous.size; ++p) {
-    where[p] = rail::parse_address_record(
-        std::string_view(reinterpret_cast<const char*>(records[p].data()), records[p].size()));
-    if (!where[p].error.empty()) {
-      if (listener >= 0) {
-        ::close(listener);
-      }
-      // Every member reads the same records, so every member fails here alike.
-      TORCH_CHECK(false, "c10d_func: connecting the hosts across a rail: ", peer(p),
-                  " published a malformed address in the store (", where[p].error,
-                  "): another version of c10d_func, or something else wrote the key");
-    }
-    everyone_listens = everyone_listens && where[p].listens;
-  }
-  if (!everyone_listens) {
-    if (listener >= 0) {
-      ::close(listener);
-    }
-    return nullptr;
-  }
-  std::vector<int> sockets(rendezvous.size, -1);
-  try {
-    // Test-only: members connect this much later, so that the listeners are open (and meet a
-    // test's strangers) for that long first (tests/python/test_hosts.py).
-    if (const char* delay = std::getenv("C10D_FUNC_TEST_RAIL_CONNECT_DELAY_MS"); delay && *delay) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoll(delay)));
-    }
-    // Lower positions accept, higher ones connect and prove they belong to the job.
-    for (int64_t p = 0; p < me; ++p) {
-      sockets[p] = connect_to(where[p].host, where[p].port, deadline, peer(p));
-      rail::Hello hello = rail::make_hello(me, identity, where[p].secret);
-      transfer_all(sockets[p], hello.data(), hello.size(), /*send=*/true, deadline, peer(p));
-      std::array<uint8_t, rail::kAcceptedBytes> answer{};
-      transfer_all(sockets[p], answer.data(), answer.size(), /*send=*/false, deadline, peer(p));
-      TORCH_CHECK(answer == rail::kAccepted,
-                  "c10d_func: connecting the hosts across a rail: ", peer(p),
-                  " answered the hello with something else than c10d_func's acceptance");
-    }
-    accept_members(listener, rendezvous, identity, secret, deadline, sockets);
-  } catch (...) {
-    ::close(listener);
-    for (const int fd : sockets) {
-      if (fd >= 0) {
-        ::close(fd);
-      }
-    }
-    throw;
-  }
-  ::close(listener);
-  for (const int fd : sockets) {
-    if (fd >= 0) {
-      set_nodelay(fd);
-      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-    }
-  }
-  return std::unique_ptr<RailLink>(new RailLink(rendezvous, name, std::move(sockets)));
-}
-
-void RailLink::fold_from_peer(const at::Tensor& window, const at::Tensor& into, ReduceOp op) {
+void RailLink::fold_from_peer(const at::Tensor& window, const at::Tensor& into, ReduceOp op,
+                              BegunExchange* begun) {
   const size_t bytes = static_cast<size_t>(window.numel()) * window.element_size();
   const size_t element = window.element_size();
   char* const mine = static_cast<char*>(into.data_ptr());
   const int64_t peer = 1 - position_;
   size_t folded = 0;
-  exchange(window, [&](size_t ready) {
+  const auto fold = [&](size_t ready) {
     ready -= ready % element;
     if (ready > folded && (ready - folded >= kReduceStep || ready == bytes)) {
       const char* theirs = inbox_[peer].data() + folded;
@@ -252,7 +70,18 @@ void RailLink::fold_from_peer(const at::Tensor& window, const at::Tensor& into, 
                   static_cast<int64_t>((ready - folded) / element), window.scalar_type(), op);
       folded = ready;
     }
-  });
+  };
+  if (begun == nullptr) {
+    exchange(window, fold);
+    return;
+  }
+  // What went out is the begun copy; `into` is still what it was when begun.
+  exchange(window, fold, {}, -1, std::vector<char*>(2, begun->payload.data()), begun);
+}
+
+bool BegunExchange::all_sent() const {
+  const size_t total = sizeof(Header) + payload.size();
+  return std::all_of(sent.begin(), sent.end(), [&](size_t gone) { return gone == total; });
 }
 
 RailLink::RailLink(const Rendezvous& rendezvous, std::string name, std::vector<int> sockets)
@@ -278,20 +107,64 @@ void RailLink::all_reduce(const at::Tensor& buffer, ReduceOp op) {
     reduce_with_peer(buffer, buffer, op);
     return;
   }
-  const size_t bytes = static_cast<size_t>(buffer.numel()) * buffer.element_size();
   // Between more than two hosts the hierarchy sends small messages only (kRailLinkBytes).
-  TORCH_INTERNAL_ASSERT(bytes <= kWindowBytes, "rail link: ", bytes, " bytes between ", size(),
-                        " hosts");
-  char* const mine = static_cast<char*>(buffer.data_ptr());
+  TORCH_INTERNAL_ASSERT(buffer.nbytes() <= kWindowBytes, "rail link: ", buffer.nbytes(),
+                        " bytes between ", size(), " hosts");
   exchange(buffer, [](size_t) {});
+  reduce_in_host_order(buffer, op);
+}
+
+void RailLink::reduce_in_host_order(const at::Tensor& buffer, ReduceOp op) {
   // Every member reduces the same buffers in the same (host) order, into a fresh tensor.
   std::vector<const char*> sources(sockets_.size());
   for (size_t p = 0; p < sources.size(); ++p) {
-    sources[p] = static_cast<int64_t>(p) == position_ ? mine : inbox_[p].data();
+    sources[p] = static_cast<int64_t>(p) == position_ ? static_cast<const char*>(buffer.data_ptr())
+                                                      : inbox_[p].data();
   }
   at::Tensor result = at::empty_like(buffer);
   reduce_into(result.data_ptr(), std::move(sources), buffer.numel(), buffer.scalar_type(), op);
   buffer.copy_(result);
+}
+
+std::shared_ptr<BegunExchange> RailLink::begin_all_reduce(const at::Tensor& buffer) {
+  const size_t bytes = buffer.nbytes();
+  TORCH_INTERNAL_ASSERT(buffer.is_contiguous() && bytes <= static_cast<size_t>(kBegunBytes),
+                        "rail link: an all_reduce of ", bytes, " bytes begun in the call");
+  auto begun = std::make_shared<BegunExchange>();
+  begun->collective = ++collectives_;
+  begun->detail = StepDetail::current();
+  const char* const mine = static_cast<const char*>(buffer.data_ptr());
+  begun->payload.assign(mine, mine + bytes);
+  Header header{begun->collective, bytes, begun->detail};
+  const size_t total = sizeof(Header) + bytes;
+  begun->sent.assign(sockets_.size(), 0);
+  begun->sent[position_] = total;
+  for (int64_t p = 0; p < size(); ++p) {
+    if (p == position_) {
+      continue;
+    }
+    iovec parts[2] = {{&header, sizeof(Header)}, {begun->payload.data(), bytes}};
+    msghdr message{};
+    message.msg_iov = parts;
+    message.msg_iovlen = bytes > 0 ? 2 : 1;
+    const ssize_t moved = ::sendmsg(sockets_[p], &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+    TORCH_CHECK(moved >= 0 || errno == EAGAIN || errno == EINTR, "between hosts (", name_,
+                "): sending to rank ", members_[p], " failed (", error_text(errno),
+                "): it exited or its host is unreachable");
+    begun->sent[p] = moved > 0 ? static_cast<size_t>(moved) : 0;
+  }
+  return begun;
+}
+
+void RailLink::finish_all_reduce(BegunExchange& begun, const at::Tensor& buffer, ReduceOp op) {
+  if (size() == 2) {
+    fold_from_peer(buffer, buffer, op, &begun);
+    return;
+  }
+  exchange(
+      buffer, [](size_t) {}, {}, -1, std::vector<char*>(sockets_.size(), begun.payload.data()),
+      &begun);
+  reduce_in_host_order(buffer, op);
 }
 
 void RailLink::reduce_with_peer(const at::Tensor& send, const at::Tensor& into, ReduceOp op) {
@@ -358,10 +231,11 @@ void RailLink::all_to_all(const std::vector<at::Tensor>& sends,
 
 void RailLink::exchange(const at::Tensor& buffer, const std::function<void(size_t)>& received_up_to,
                         const std::vector<char*>& receive_into, int64_t only_from,
-                        const std::vector<char*>& send_from) {
+                        const std::vector<char*>& send_from, BegunExchange* begun) {
   const size_t bytes = static_cast<size_t>(buffer.numel()) * buffer.element_size();
   const int64_t members = size();
-  Header header{++collectives_, bytes, StepDetail::current()};
+  const Header header = begun != nullptr ? Header{begun->collective, bytes, begun->detail}
+                                         : Header{++collectives_, bytes, StepDetail::current()};
   char* const payload = static_cast<char*>(buffer.data_ptr());
   // Per peer, how much of (header, payload) has gone and come; their header.
   std::vector<size_t> sent(members, 0), got(members, 0);
@@ -376,12 +250,12 @@ void RailLink::exchange(const at::Tensor& buffer, const std::function<void(size_
     // nothing and hear from the root alone.
     const bool sends = only_from < 0 || position_ == only_from;
     const bool receives = only_from < 0 || p == only_from;
-    sent[p] = sends ? 0 : total;
+    sent[p] = !sends ? total : begun != nullptr ? begun->sent[p] : 0;
     got[p] = receives ? 0 : total;
     if (receives && receive_into.empty() && inbox_[p].size() < bytes) {
       inbox_[p].resize(bytes);
     }
-    open += (sends ? 1 : 0) + (receives ? 1 : 0);
+    open += (sent[p] < total ? 1 : 0) + (receives ? 1 : 0);
   }
   const auto inbox = [&](int64_t p) {
     return receive_into.empty() ? inbox_[p].data() : receive_into[p];
@@ -448,7 +322,7 @@ void RailLink::exchange(const at::Tensor& buffer, const std::function<void(size_
         iovec parts[2];
         msghdr message{};
         message.msg_iov = parts;
-        message.msg_iovlen = pieces(sent[p], reinterpret_cast<char*>(&header),
+        message.msg_iovlen = pieces(sent[p], reinterpret_cast<char*>(const_cast<Header*>(&header)),
                                     send_from.empty() ? payload : send_from[p], parts);
         const ssize_t moved = ::sendmsg(fd, &message, MSG_NOSIGNAL);
         TORCH_CHECK(moved >= 0 || errno == EAGAIN || errno == EINTR, "between hosts (", name_,

@@ -30,6 +30,16 @@
 
 namespace c10d_func {
 
+// A small all_reduce's first half, done in the caller's thread (RailLink::begin_all_reduce).
+struct BegunExchange {
+  uint64_t collective = 0;    // its number on the link
+  uint64_t detail = 0;        // StepDetail::current() where it was begun
+  std::vector<char> payload;  // this member's buffer as it was then
+  std::vector<size_t> sent;   // per position: the bytes of header and payload gone to it
+  // Every peer has this member's whole part: none needs this member's thread to finish.
+  bool all_sent() const;
+};
+
 class RailLink {
  public:
   // Connects the members of `rendezvous` (one per host, in host order); `name` says which rail,
@@ -55,6 +65,20 @@ class RailLink {
   // In place: `buffer` (contiguous, CPU, a dtype reduce_into takes) becomes the reduction of
   // every member's buffer. Blocks; raises naming the peer on a failure.
   void all_reduce(const at::Tensor& buffer, ReduceOp op);
+
+  // A small all_reduce in two halves, so that the caller's thread sends this member's part in
+  // the call and no peer waits for this process's progress thread (LinkedHostsCommunicator):
+  // begin_all_reduce numbers it and sends the header and a copy of `buffer` (at most
+  // kBegunBytes) to every peer, as far as the sockets take them without waiting;
+  // finish_all_reduce, on whichever thread runs the collective next, sends the rest, receives
+  // the peers' parts and reduces them into `buffer` (unchanged since) as all_reduce does. Nothing
+  // else may use the link between the two.
+  std::shared_ptr<BegunExchange> begin_all_reduce(const at::Tensor& buffer);
+  void finish_all_reduce(BegunExchange& begun, const at::Tensor& buffer, ReduceOp op);
+  // At most this many bytes are begun in a call: with one begun collective unread per peer at a
+  // time (the next one is queued behind it, which wakes the progress thread), the peers' sockets
+  // always have room for what is sent, so a begun call never waits for a peer to read.
+  static constexpr int64_t kBegunBytes = int64_t{32} << 10;
 
   // Two hosts: sends `send` to the peer and folds what the peer sends (as many bytes) into
   // `into`, in place: with `send` the peer's part and `into` this member's own, a reduce_scatter
@@ -85,16 +109,22 @@ class RailLink {
   RailLink(const Rendezvous& rendezvous, std::string name, std::vector<int> sockets);
   // Two hosts: sends `window` (at most kWindowBytes) and folds the peer's window into `into`
   // (`window` itself for all_reduce) as its bytes arrive.
-  void fold_from_peer(const at::Tensor& window, const at::Tensor& into, ReduceOp op);
+  // `begun`: the window's exchange was begun (its payload is `begun`'s copy).
+  void fold_from_peer(const at::Tensor& window, const at::Tensor& into, ReduceOp op,
+                      BegunExchange* begun = nullptr);
+  // More than two hosts: `buffer` becomes the reduction of every member's, in host order, once
+  // the exchange has brought them.
+  void reduce_in_host_order(const at::Tensor& buffer, ReduceOp op);
   // Sends and receives until every peer has every byte, calling `received_up_to(bytes)` as the
   // payload both sent to and received from every peer grows. Peer p's payload lands in
   // `receive_into[p]` (as many bytes as `buffer`) when given, else in its inbox. `only_from` >= 0:
   // a broadcast from that position instead, which sends to every other member, and they
   // receive from it alone. `send_from[p]`, when given, is what peer p gets (as many bytes as
-  // `buffer`) instead of `buffer`.
+  // `buffer`) instead of `buffer`. `begun`: an all_reduce's exchange begun in the call (its
+  // number, and what has gone to each peer), finished from there.
   void exchange(const at::Tensor& buffer, const std::function<void(size_t)>& received_up_to,
                 const std::vector<char*>& receive_into = {}, int64_t only_from = -1,
-                const std::vector<char*>& send_from = {});
+                const std::vector<char*>& send_from = {}, BegunExchange* begun = nullptr);
 
   int64_t position_;              // this member's index in the rail (its host's)
   std::vector<int64_t> members_;  // the rail's global ranks, for messages

@@ -17,7 +17,31 @@ void wait_for(const Completion& completion) {
 }
 
 Completion StepsInOrder::submit(std::function<void()> steps) {
-  std::function<void()> work = [this, steps = std::move(steps)] {
+  return queue_->push(queue_->lock(), queued(std::move(steps)));
+}
+
+Completion StepsInOrder::submit_begun(std::function<TaskQueue::Rest()> begin,
+                                      std::function<void()> steps) {
+  std::unique_lock<std::mutex> lock = queue_->lock();
+  if (!queue_->idle()) {
+    return queue_->push(std::move(lock), queued(std::move(steps)));
+  }
+  return queue_->run_here_then_push(std::move(lock), [&]() -> TaskQueue::Rest {
+    TaskQueue::Rest rest;
+    profiled(failing_owner([&] { rest = begin(); }))();
+    if (rest.work) {
+      rest.work = queued(std::move(rest.work));
+    }
+    return rest;
+  });
+}
+
+std::function<void()> StepsInOrder::queued(std::function<void()> steps) {
+  return profiled(StepDetail::carried(failing_owner(std::move(steps))));
+}
+
+std::function<void()> StepsInOrder::failing_owner(std::function<void()> steps) {
+  return [this, steps = std::move(steps)] {
     if (auto earlier = owner_.failure()) {
       TORCH_CHECK(false, "the ", owner_.backend_name(), " communicator failed earlier: ", *earlier);
     }
@@ -36,7 +60,6 @@ Completion StepsInOrder::submit(std::function<void()> steps) {
       TORCH_CHECK(false, roll_call_->explain(*why));
     }
   };
-  return queue_->push(queue_->lock(), profiled(StepDetail::carried(std::move(work))));
 }
 
 }  // namespace c10d_func

@@ -30,10 +30,23 @@ class StepsInOrder {
   // threw, explained by the roll call.
   Completion submit(std::function<void()> steps);
 
+  // When nothing is queued or running: runs `begin` in the calling thread as the next
+  // collective (the part that sends this member's part, without waiting for a peer) and queues
+  // the rest it returns ahead of anything issued meanwhile, waking the progress thread only if
+  // the rest is not quiet (TaskQueue::Rest). Otherwise queues `steps`, the whole collective, as
+  // submit does. Failures of either part fail the owner and are explained as submit's.
+  Completion submit_begun(std::function<TaskQueue::Rest()> begin, std::function<void()> steps);
+
   // Runs what is queued, then ends the thread: the owner calls it before its parts go.
   void stop() { queue_->stop(); }
 
  private:
+  // `steps`, failing the owner and naming the missing members when they throw.
+  std::function<void()> failing_owner(std::function<void()> steps);
+  // `steps` as the queue runs them: failing the owner, under the detail current here, profiled
+  // under the collective's name on whichever thread runs them.
+  std::function<void()> queued(std::function<void()> steps);
+
   Communicator& owner_;
   std::shared_ptr<FailureRollCall> roll_call_;  // in the chunk's store
   std::shared_ptr<TaskQueue> queue_ = TaskQueue::create();

@@ -95,14 +95,14 @@ Completion IssueOrder::submit(Turn turn, std::function<void()> work) {
 Completion IssueOrder::submit_split(Turn turn, std::function<std::function<void()>()> first) {
   auto rest = std::make_shared<std::function<void()>>();
   std::function<void()> start = profiled([first = std::move(first), rest] { *rest = first(); });
-  return queue_->run_here_then_push(
-      std::move(turn.lock), [this, start = std::move(start), rest]() -> std::function<void()> {
-        start();
-        if (!*rest) {
-          return nullptr;
-        }
-        return unless_failed(profiled(std::move(*rest)));
-      });
+  return queue_->run_here_then_push(std::move(turn.lock),
+                                    [this, start = std::move(start), rest]() -> TaskQueue::Rest {
+                                      start();
+                                      if (!*rest) {
+                                        return {};
+                                      }
+                                      return {unless_failed(profiled(std::move(*rest)))};
+                                    });
 }
 
 }  // namespace c10d_func::shm

@@ -203,9 +203,61 @@ def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
     return failures
 
 
+def unwaited_across_hosts(rank: int, hosts: list[int]) -> list[str]:
+    """Small all_reduces issued and not waited at once. With one member per host each member's
+    part goes out in the call and the rest waits for its waiter, with no progress thread woken
+    (RailLink::begin_all_reduce): a peer must still finish while this member does not wait (the
+    first member waits for the others' marks before waiting its own), collectives issued behind
+    an unwaited one run in order, and a large one queued behind a small begun one too. Every
+    result against the reference."""
+    import time
+
+    world = list(range(len(hosts)))
+    failures: list[str] = []
+
+    def expect(got: torch.Tensor, expected: torch.Tensor, what: str) -> None:
+        if not torch.equal(got, expected):
+            failures.append(f"rank {rank} {what}: {got[:4].tolist()} != {expected[:4].tolist()}")
+
+    def total(scale: float, numel: int) -> torch.Tensor:
+        return torch.full((numel,), scale * sum(r + 1 for r in world))
+
+    # The group's first collective starts its progress thread, which then runs what is queued:
+    # waited here, and the thread given time to go back to sleep, so that the next one meets a
+    # sleeping thread (a thread that has just finished a collective looks for more first).
+    expect(
+        funcol.all_reduce(torch.ones(8), "sum", world, "unwaited").wait(),
+        torch.full((8,), float(len(world))),
+        "the first all_reduce",
+    )
+    time.sleep(0.05)
+    pending = funcol.all_reduce(torch.full((8,), rank + 1.0), "sum", world, "unwaited")
+    if rank == world[0]:
+        deadline = time.monotonic() + 60
+        while not _marked(*(f"unwaited_{r}" for r in world[1:])):
+            if time.monotonic() > deadline:
+                failures.append(f"rank {rank}: the peers did not finish while it did not wait")
+                break
+            time.sleep(0.001)
+        expect(pending.wait(), total(1, 8), "the all_reduce waited last")
+    else:
+        expect(pending.wait(), total(1, 8), "the all_reduce its first peer did not wait")
+        _mark(f"unwaited_{rank}")
+    # Issued back to back, waited in reverse: a small begun one, more queued behind it, and a
+    # large one (64 KiB, beyond what is begun in a call).
+    sizes = [8, 3, 5, 16384, 7]
+    issued = [
+        funcol.all_reduce(torch.full((n,), (i + 1) * (rank + 1.0)), "sum", world, "unwaited")
+        for i, n in enumerate(sizes)
+    ]
+    for i in reversed(range(len(sizes))):
+        expect(issued[i].wait(), total(i + 1, sizes[i]), f"all_reduce {i} waited in reverse")
+    return failures
+
+
 def reductions(rank: int, hosts: list[int]) -> dict[str, object]:
     """reductions_across_hosts alone, and the transport that served the world."""
-    failures = reductions_across_hosts(rank, hosts)
+    failures = reductions_across_hosts(rank, hosts) + unwaited_across_hosts(rank, hosts)
     served = sorted({g["backend"] for g in funcol.groups() if g["tag"] == "ordered"})
     return {"failures": failures, "served": served}
 
