@@ -108,6 +108,7 @@ void FuncWork::raise_failure() {
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> FuncWork::getFuture() {
+  expose_completion(future_);  // waited directly (DDP's hooks): no collective left to a waiter
   return future_;
 }
 

@@ -73,7 +73,10 @@ class PendingWork final : public c10d::Work {
   // The group's timeout, which the transport enforces, bounds the wait; `timeout` is not used.
   bool wait(std::chrono::milliseconds timeout) override;
 
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return pending_.completion; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    expose_completion(pending_.completion);  // may be waited directly: nothing left to a waiter
+    return pending_.completion;
+  }
 
   const Completion& completion() const { return pending_.completion; }
 

@@ -54,6 +54,22 @@ bool InputsReusedOnReturn::active() {
 }
 
 namespace {
+thread_local bool waited_through_wait_tensor = false;
+}  // namespace
+
+WaitedThroughWaitTensor::WaitedThroughWaitTensor() : previous_(waited_through_wait_tensor) {
+  waited_through_wait_tensor = true;
+}
+
+WaitedThroughWaitTensor::~WaitedThroughWaitTensor() {
+  waited_through_wait_tensor = previous_;
+}
+
+bool WaitedThroughWaitTensor::active() {
+  return waited_through_wait_tensor;
+}
+
+namespace {
 thread_local uint64_t step_detail = 0;
 }  // namespace
 

@@ -44,6 +44,24 @@ class InputsReusedOnReturn {
   bool previous_;
 };
 
+// Whether the collectives issued in this scope are waited only through wait_tensor (the
+// functional ops' kernels set it, runtime/collective_call.h): their Completions are waited with
+// wait_completion, or handed out as Futures only through expose_completion, so a transport may
+// leave what remains of one to its waiter (TaskQueue's quiet rests). Classic torch.distributed
+// calls leave it unset: their Works' Futures are waited and chained directly, and bounded by
+// the group's timeout whether or not anyone waits them.
+class WaitedThroughWaitTensor {
+ public:
+  WaitedThroughWaitTensor();
+  ~WaitedThroughWaitTensor();
+  WaitedThroughWaitTensor(const WaitedThroughWaitTensor&) = delete;
+  WaitedThroughWaitTensor& operator=(const WaitedThroughWaitTensor&) = delete;
+  static bool active();
+
+ private:
+  bool previous_;
+};
+
 // What the members of a collective compare besides what its steps compare by themselves: the
 // root of a reduce, gather or scatter that a composite transport runs as an all_reduce,
 // all_gather or broadcast (transports/hierarchy). Set on the thread that runs the steps (0: none);

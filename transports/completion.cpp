@@ -18,6 +18,8 @@ struct DeferredWait {
   // What `wait` completes; chained Completions follow it. Unset for a helper
   // (help_when_waited), which need not complete anything.
   Completion target;
+  // help_when_waited's nudge: run when the Completion is handed out as a Future.
+  std::function<void()> nudge;
 
   void run() {
     std::call_once(once, [this] {
@@ -108,10 +110,20 @@ Completion completed_when_waited(std::function<void()> wait) {
   return completion;
 }
 
-void help_when_waited(const Completion& completion, std::function<void()> help) {
+void help_when_waited(const Completion& completion, std::function<void()> help,
+                      std::function<void()> nudge) {
   auto deferred = std::make_shared<DeferredWait>();
   deferred->wait = std::move(help);  // no target: the entry must not keep its key alive
+  deferred->nudge = std::move(nudge);
   deferred_waits().add(completion, std::move(deferred));
+}
+
+void expose_completion(const Completion& completion) {
+  if (auto deferred = deferred_waits().find(completion, /*take=*/false)) {
+    if (deferred->nudge) {
+      deferred->nudge();
+    }
+  }
 }
 
 void chain_deferred_wait(const Completion& upstream, const Completion& downstream) {

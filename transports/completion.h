@@ -50,7 +50,16 @@ Completion completed_when_waited(std::function<void()> wait);
 // thread would run the collective may let the waiter run it instead, when nothing is ahead of it
 // (the waiter would block anyway; the two hand-offs between threads cost a small collective more
 // than its bytes). `help` must not throw; its outcome is told through `completion`.
-void help_when_waited(const Completion& completion, std::function<void()> help);
+// `nudge`, when given, runs instead when the Completion is handed out as a Future that may be
+// waited directly, past the help (expose_completion): a transport that leaves a collective to its
+// waiter (TaskQueue's quiet rests) must then let its progress thread run it.
+void help_when_waited(const Completion& completion, std::function<void()> help,
+                      std::function<void()> nudge = {});
+
+// Before `completion` is handed out as a Future that torch or a user may wait directly (a Work's
+// getFuture: DDP's communication hooks wait it so, or chain callbacks on it): runs the nudge
+// registered with its help, if any, so that it completes with nobody calling wait_completion.
+void expose_completion(const Completion& completion);
 
 // Makes waiting `downstream` run the deferred wait behind `upstream`, if there is one: for a
 // Completion derived from another outside then_run/detached.

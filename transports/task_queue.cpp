@@ -77,15 +77,25 @@ Completion TaskQueue::run_here_then_push(std::unique_lock<std::mutex> lock,
 }
 
 void TaskQueue::let_waiter_run(const Completion& done) {
-  help_when_waited(done, [queue = weak_from_this(), key = done.get()] {
-    if (auto alive = queue.lock()) {
-      // The collective must not meet the waiter's Python dispatch modes, which would see the
-      // transport's own tensor operations; the progress thread has none.
-      c10::impl::ExcludeDispatchKeyGuard no_python(
-          c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
-      alive->run_if_next(key);
-    }
-  });
+  help_when_waited(
+      done,
+      [queue = weak_from_this(), key = done.get()] {
+        if (auto alive = queue.lock()) {
+          // The collective must not meet the waiter's Python dispatch modes, which would see the
+          // transport's own tensor operations; the progress thread has none.
+          c10::impl::ExcludeDispatchKeyGuard no_python(
+              c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+          alive->run_if_next(key);
+        }
+      },
+      // Handed out as a Future (expose_completion): a quiet rest must not wait for a waiter
+      // that may never come through wait_completion.
+      [queue = weak_from_this()] {
+        if (auto alive = queue.lock()) {
+          { std::lock_guard<std::mutex> lock(alive->mutex_); }
+          alive->ready_.notify_all();
+        }
+      });
 }
 
 void TaskQueue::stop() {

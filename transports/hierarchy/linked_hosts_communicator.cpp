@@ -40,12 +40,14 @@ class LinkedHostsCommunicator final : public HostSpanningCommunicator {
       link_->all_reduce(staged.wire.view(-1), staged.wire_op);
       staged.finish(buffer, size());
     };
-    if (buffer.nbytes() > RailLink::kBegunBytes) {
+    if (buffer.nbytes() > RailLink::kBegunBytes || !WaitedThroughWaitTensor::active()) {
       return steps_.submit(std::move(whole));
     }
-    // Small, with nothing queued: this member's part goes to the peers in the call, and the
-    // rest (receiving theirs) waits for the waiter, with no wake-up of the progress thread when
-    // it all went out (no peer depends on this process for it; RailLink::begin_all_reduce).
+    // Small, from a functional op, with nothing queued: this member's part goes to the peers in
+    // the call, and the rest (receiving theirs) waits for the waiter, with no wake-up of the
+    // progress thread when it all went out (no peer depends on this process for it;
+    // RailLink::begin_all_reduce). Classic calls keep the progress thread: their Futures are
+    // waited directly and bounded by the group's timeout.
     return steps_.submit_begun(
         [this, buffer, reduce_op]() -> TaskQueue::Rest {
           at::AutoDispatchBelowADInplaceOrView below;

@@ -90,6 +90,18 @@ TEST(TaskQueueTest, ARestThatIsNotQuietRunsWithNobodyWaiting) {
   wait_completion(done);
 }
 
+TEST(TaskQueueTest, AQuietRestHandedOutAsAFutureIsRunByTheProgressThread) {
+  auto queue = TaskQueue::create();
+  with_sleeping_thread(*queue);
+  std::atomic<bool> ran{false};
+  const Completion done = begin(
+      *queue, [&] { ran = true; }, /*quiet=*/true);
+  // A Work's getFuture: torch may wait the Future itself, past wait_completion.
+  expose_completion(done);
+  EXPECT_TRUE(within([&] { return done->completed(); }, 5000ms));
+  EXPECT_TRUE(ran);
+}
+
 TEST(TaskQueueTest, StoppingRunsAQuietRest) {
   auto queue = TaskQueue::create();
   with_sleeping_thread(*queue);
