@@ -41,6 +41,7 @@ Completion TaskQueue::run_here_then_push(std::unique_lock<std::mutex> lock,
   running_ = true;
   lock.unlock();
   Rest rest;
+  bool rest_was_quiet = false;
   Completion done = completed();
   const auto finished = [&] {
     bool wake = false;
@@ -56,6 +57,7 @@ Completion TaskQueue::run_here_then_push(std::unique_lock<std::mutex> lock,
       }
       running_ = false;
       // A quiet rest alone in the queue waits for its waiter or the next push.
+      rest_was_quiet = rest.quiet;
       wake = waits_for_running() && !(rest.quiet && tasks_.size() == 1 && !stop_);
     }
     if (wake) {
@@ -71,12 +73,23 @@ Completion TaskQueue::run_here_then_push(std::unique_lock<std::mutex> lock,
   }
   finished();
   if (!done->completed()) {
-    let_waiter_run(done);
+    let_waiter_run(done, /*nudge_when_exposed=*/rest_was_quiet);
   }
   return done;
 }
 
-void TaskQueue::let_waiter_run(const Completion& done) {
+void TaskQueue::let_waiter_run(const Completion& done, bool nudge_when_exposed) {
+  std::function<void()> nudge;
+  if (nudge_when_exposed) {
+    // Handed out as a Future (expose_completion): a quiet rest must not wait for a waiter that
+    // may never come through wait_completion.
+    nudge = [queue = weak_from_this()] {
+      if (auto alive = queue.lock()) {
+        { std::lock_guard<std::mutex> lock(alive->mutex_); }
+        alive->ready_.notify_all();
+      }
+    };
+  }
   help_when_waited(
       done,
       [queue = weak_from_this(), key = done.get()] {
@@ -88,14 +101,7 @@ void TaskQueue::let_waiter_run(const Completion& done) {
           alive->run_if_next(key);
         }
       },
-      // Handed out as a Future (expose_completion): a quiet rest must not wait for a waiter
-      // that may never come through wait_completion.
-      [queue = weak_from_this()] {
-        if (auto alive = queue.lock()) {
-          { std::lock_guard<std::mutex> lock(alive->mutex_); }
-          alive->ready_.notify_all();
-        }
-      });
+      std::move(nudge));
 }
 
 void TaskQueue::stop() {

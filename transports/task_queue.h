@@ -70,8 +70,9 @@ class TaskQueue : public std::enable_shared_from_this<TaskQueue> {
   // when there is something for it to do. Waking it otherwise would cost every collective run
   // in a call a thread switch.
   bool waits_for_running() const { return stop_ || !tasks_.empty(); }
-  // Lets a thread that waits `done` run it when it is next.
-  void let_waiter_run(const Completion& done);
+  // Lets a thread that waits `done` run it when it is next; `nudge_when_exposed` (a quiet
+  // rest): handing it out as a Future wakes the progress thread.
+  void let_waiter_run(const Completion& done, bool nudge_when_exposed = false);
 
   std::mutex mutex_;
   std::condition_variable ready_;
