@@ -3,15 +3,12 @@
 #include "transports/hierarchy/hierarchical_communicator.h"
 
 #include <ATen/ATen.h>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "transports/call_scope.h"
 #include "transports/hierarchy/host_placement.h"
 #include "transports/hierarchy/host_spanning_communicator.h"
-#include "transports/hierarchy/linked_hosts_communicator.h"
 #include "transports/hierarchy/rail_link.h"
 #include "transports/hierarchy/two_step_all_to_all.h"
-#include "transports/missing_member_reports.h"
 #include "transports/reduction_staging.h"
 #include "transports/roll_call.h"
 #include "transports/task_queue.h"
@@ -45,40 +42,11 @@ constexpr int64_t kTwoStepAllToAllBytes = int64_t{512} << 10;
 // one collective over a reordered copy: copying costs less than a second step's synchronization.
 constexpr int64_t kSplitHostStepBytes = int64_t{256} << 10;
 
-// The global ranks of the members on other hosts than the caller, for messages.
-std::vector<int64_t> members_elsewhere(const HostPlacement& placement,
-                                       const Rendezvous& rendezvous) {
-  std::vector<int64_t> elsewhere;
-  for (size_t m = 0; m < placement.host_of.size(); ++m) {
-    if (placement.host_of[m] != placement.host_of[rendezvous.rank]) {
-      elsewhere.push_back(rendezvous.members.at(m));
-    }
-  }
-  return elsewhere;
-}
-
 // Whether the host step of an all_gather or reduce_scatter of `bytes` runs as one collective
 // per host, straight on the caller's buffer: members numbered host by host (as torchrun numbers
 // them), and a message large enough that the copy costs more than the extra steps.
 bool splits_host_step(const HostPlacement& placement, int64_t bytes) {
   return placement.host_major && bytes >= kSplitHostStepBytes;
-}
-
-// The rendezvous of the sub-group `indices` (chunk indices, in the sub-group's order) under
-// `prefix`; the caller is at `position` in it.
-Rendezvous sub_rendezvous(const Rendezvous& rendezvous, const std::string& prefix,
-                          const std::vector<int64_t>& indices, int64_t position,
-                          const std::string& what) {
-  Rendezvous sub = rendezvous;
-  sub.store = c10::make_intrusive<c10d::PrefixStore>(prefix, rendezvous.store);
-  sub.rank = position;
-  sub.size = static_cast<int64_t>(indices.size());
-  sub.members.clear();
-  for (const int64_t index : indices) {
-    sub.members.push_back(rendezvous.members.at(index));
-  }
-  sub.group = rendezvous.group + " (" + what + ")";
-  return sub;
 }
 
 class HierarchicalCommunicator final : public HostSpanningCommunicator {
@@ -293,6 +261,10 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
         } else {
           wait_for(rail_->broadcast(buffer, root_host));
         }
+      } else if (rail_link_ && StepDetail::current() != 0) {
+        // A scatter run as this broadcast: the other rails compare the root too, so that hosts
+        // naming roots of other local indices fail on every rail, none at its timeout.
+        rail_link_->compare_broadcast(buffer);
       }
       wait_for(local_->broadcast(buffer, root_local));
     });
@@ -435,61 +407,11 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
 
 }  // namespace
 
-std::shared_ptr<Communicator> make_hierarchical(const Rendezvous& rendezvous,
-                                                const std::vector<std::string>& host_ids,
-                                                const CommunicatorFactory& local,
-                                                const CommunicatorFactory& across_hosts) {
-  HostPlacement placement = place_on_hosts(host_ids);
-  const bool shares_a_host = std::any_of(placement.hosts.begin(), placement.hosts.end(),
-                                         [](const auto& host) { return host.size() > 1; });
-  const int64_t me = rendezvous.rank;
-  std::vector<int64_t> everyone(placement.host_of.size());
-  for (size_t m = 0; m < everyone.size(); ++m) {
-    everyone[m] = static_cast<int64_t>(m);
-  }
-  // Every member forms in the same order: its host, its rail, then everyone.
-  std::shared_ptr<Communicator> host, rail;
-  std::unique_ptr<RailLink> rail_link;
-  if (shares_a_host) {
-    const int64_t h = placement.host_of[me];
-    const int64_t l = placement.local_index[me];
-    Rendezvous in_host = sub_rendezvous(rendezvous, "local/" + std::to_string(h) + "/",
-                                        placement.hosts[h], l, "host " + std::to_string(h));
-    in_host.one_ordered_caller = true;  // only the worker thread issues, waiting each in turn
-    host = local(in_host);
-    std::vector<int64_t> rail_members;
-    const bool even = placement.even();
-    if (even || l == 0) {
-      for (const auto& members : placement.hosts) {
-        rail_members.push_back(members[l]);
-      }
-      const auto position = static_cast<int64_t>(
-          std::find(rail_members.begin(), rail_members.end(), me) - rail_members.begin());
-      const std::string name = "rail " + std::to_string(l);
-      rail = across_hosts(sub_rendezvous(rendezvous, "rail/" + std::to_string(l) + "/",
-                                         rail_members, position, name));
-      rail_link =
-          RailLink::connect(sub_rendezvous(rendezvous, "rail_link/" + std::to_string(l) + "/",
-                                           rail_members, position, name + "'s link"),
-                            name + "'s link");
-    }
-  }
-  auto flat = across_hosts(sub_rendezvous(rendezvous, "flat/", everyone, me, "every member"));
-  // A failure's roll call, in the chunk's store (its sub-communicators have prefixes of their own).
-  auto roll_call =
-      std::make_shared<FailureRollCall>(rendezvous, members_elsewhere(placement, rendezvous));
-  if (!shares_a_host) {
-    // One member per host (member m on host m): the hosts' own link where every member has an
-    // address its peers reach, else Gloo alone; either names the members that are gone.
-    auto link = RailLink::connect(
-        sub_rendezvous(rendezvous, "rail_link/0/", everyone, me, "the hosts' link"),
-        "the hosts' link");
-    if (link) {
-      return make_linked_hosts(me, std::move(flat), std::move(link), std::move(roll_call));
-    }
-    return reporting_missing_members(std::move(flat), std::move(roll_call));
-  }
-  return std::make_shared<HierarchicalCommunicator>(me, std::move(placement), std::move(host),
+std::shared_ptr<Communicator> make_host_and_rail_communicator(
+    int64_t rank, HostPlacement placement, std::shared_ptr<Communicator> local,
+    std::shared_ptr<Communicator> rail, std::shared_ptr<Communicator> flat,
+    std::unique_ptr<RailLink> rail_link, std::shared_ptr<FailureRollCall> roll_call) {
+  return std::make_shared<HierarchicalCommunicator>(rank, std::move(placement), std::move(local),
                                                     std::move(rail), std::move(flat),
                                                     std::move(rail_link), std::move(roll_call));
 }

@@ -44,7 +44,10 @@
 // host waiting on this one through shared memory (so they fail at once, not at their timeout);
 // then a roll call in the store (roll_call.h) names the members that are gone.
 #include "transports/communicator.h"
+#include "transports/hierarchy/host_placement.h"
+#include "transports/hierarchy/rail_link.h"
 #include "transports/rendezvous.h"
+#include "transports/roll_call.h"
 
 #include <memory>
 #include <string>
@@ -62,5 +65,14 @@ std::shared_ptr<Communicator> make_hierarchical(const Rendezvous& rendezvous,
                                                 const std::vector<std::string>& host_ids,
                                                 const CommunicatorFactory& local,
                                                 const CommunicatorFactory& across_hosts);
+
+// The communicator of a chunk whose hosts share members, from its formed parts (make_hierarchical,
+// hierarchy_formation.cpp): `local` this member's host, `rail` its rail over Gloo (none on an
+// uneven host's later members), `rail_link` that rail's link (none where a member has no
+// address its peers reach), `flat` every member over Gloo.
+std::shared_ptr<Communicator> make_host_and_rail_communicator(
+    int64_t rank, HostPlacement placement, std::shared_ptr<Communicator> local,
+    std::shared_ptr<Communicator> rail, std::shared_ptr<Communicator> flat,
+    std::unique_ptr<RailLink> rail_link, std::shared_ptr<FailureRollCall> roll_call);
 
 }  // namespace c10d_func

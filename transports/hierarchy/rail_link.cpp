@@ -43,9 +43,9 @@ constexpr size_t kWindowBytes = size_t{8} << 20;
 // now: a member failing a collective on one peer's header still shows its own to the others,
 // which may agree with this one and would otherwise wait for its payload until the timeout.
 void show_header_before_failing(const std::vector<int>& sockets, int64_t self, const Header& header,
-                                std::vector<size_t>& sent) {
+                                std::vector<size_t>& sent, const std::vector<size_t>& sending) {
   for (size_t q = 0; q < sockets.size(); ++q) {
-    if (static_cast<int64_t>(q) != self && sent[q] < sizeof(Header)) {
+    if (static_cast<int64_t>(q) != self && sent[q] < sizeof(Header) && sending[q] > 0) {
       const ssize_t moved = ::send(sockets[q], reinterpret_cast<const char*>(&header) + sent[q],
                                    sizeof(Header) - sent[q], MSG_NOSIGNAL | MSG_DONTWAIT);
       sent[q] += moved > 0 ? static_cast<size_t>(moved) : 0;
@@ -207,6 +207,13 @@ void RailLink::broadcast(const at::Tensor& buffer, int64_t root) {
       buffer, [](size_t) {}, into, root);
 }
 
+void RailLink::compare_broadcast(const at::Tensor& buffer) {
+  TORCH_INTERNAL_ASSERT(StepDetail::current() != 0,
+                        "rail link: a broadcast's comparison without a detail to compare");
+  exchange(
+      buffer, [](size_t) {}, {}, size());
+}
+
 void RailLink::all_to_all(const std::vector<at::Tensor>& sends,
                           const std::vector<at::Tensor>& receives) {
   const auto peer = (position_ + 1) % size();
@@ -237,39 +244,45 @@ void RailLink::exchange(const at::Tensor& buffer, const std::function<void(size_
   const Header header = begun != nullptr ? Header{begun->collective, bytes, begun->detail}
                                          : Header{++collectives_, bytes, StepDetail::current()};
   char* const payload = static_cast<char*>(buffer.data_ptr());
-  // Per peer, how much of (header, payload) has gone and come; their header.
-  std::vector<size_t> sent(members, 0), got(members, 0);
+  // Per peer, how much of (header, payload) goes to it and comes from it, how much has gone and
+  // come; their header.
+  std::vector<size_t> sending(members, 0), receiving(members, 0), sent(members, 0), got(members, 0);
   std::vector<Header> theirs(members);
   const size_t total = sizeof(Header) + bytes;
+  // A broadcast carries its payload one way, from the root: the root receives nothing, the
+  // others send nothing and hear from the root alone. One with a detail (a scatter run as a
+  // broadcast) shows every member's header to every other, so that members naming other roots
+  // fail on the spot, both sides, even two that each think they send (and none receives).
+  const bool headers_everywhere = only_from >= 0 && header.detail != 0;
+  const size_t header_only = headers_everywhere ? sizeof(Header) : 0;
   int64_t open = 0;
   for (int64_t p = 0; p < members; ++p) {
     if (p == position_) {
       continue;
     }
-    // Nothing to move counts as moved: a broadcast's root receives nothing, the others send
-    // nothing and hear from the root alone.
     const bool sends = only_from < 0 || position_ == only_from;
     const bool receives = only_from < 0 || p == only_from;
-    sent[p] = !sends ? total : begun != nullptr ? begun->sent[p] : 0;
-    got[p] = receives ? 0 : total;
+    sending[p] = sends ? total : header_only;
+    receiving[p] = receives ? total : header_only;
+    sent[p] = begun != nullptr ? begun->sent[p] : 0;
     if (receives && receive_into.empty() && inbox_[p].size() < bytes) {
       inbox_[p].resize(bytes);
     }
-    open += (sent[p] < total ? 1 : 0) + (receives ? 1 : 0);
+    open += (sent[p] < sending[p] ? 1 : 0) + (receiving[p] > 0 ? 1 : 0);
   }
   const auto inbox = [&](int64_t p) {
     return receive_into.empty() ? inbox_[p].data() : receive_into[p];
   };
   const auto name = [&](int64_t p) { return "rank " + std::to_string(members_[p]); };
   // The header's rest, then the payload's rest, as one scatter/gather list.
-  const auto pieces = [&](size_t done, char* head, char* body, iovec(&out)[2]) {
+  const auto pieces = [&](size_t done, size_t all, char* head, char* body, iovec(&out)[2]) {
     int count = 0;
     if (done < sizeof(Header)) {
       out[count++] = {head + done, sizeof(Header) - done};
       done = sizeof(Header);
     }
-    if (bytes > 0) {
-      out[count++] = {body + (done - sizeof(Header)), total - done};
+    if (all > done) {
+      out[count++] = {body + (done - sizeof(Header)), all - done};
     }
     return count;
   };
@@ -295,8 +308,8 @@ void RailLink::exchange(const at::Tensor& buffer, const std::function<void(size_
       if (p == position_) {
         continue;
       }
-      const short events =
-          static_cast<short>((sent[p] < total ? POLLOUT : 0) | (got[p] < total ? POLLIN : 0));
+      const short events = static_cast<short>((sent[p] < sending[p] ? POLLOUT : 0) |
+                                              (got[p] < receiving[p] ? POLLIN : 0));
       if (events != 0) {
         ready.push_back({sockets_[p], events, 0});
         peer_of.push_back(p);
@@ -322,21 +335,23 @@ void RailLink::exchange(const at::Tensor& buffer, const std::function<void(size_
         iovec parts[2];
         msghdr message{};
         message.msg_iov = parts;
-        message.msg_iovlen = pieces(sent[p], reinterpret_cast<char*>(const_cast<Header*>(&header)),
-                                    send_from.empty() ? payload : send_from[p], parts);
+        message.msg_iovlen =
+            pieces(sent[p], sending[p], reinterpret_cast<char*>(const_cast<Header*>(&header)),
+                   send_from.empty() ? payload : send_from[p], parts);
         const ssize_t moved = ::sendmsg(fd, &message, MSG_NOSIGNAL);
         TORCH_CHECK(moved >= 0 || errno == EAGAIN || errno == EINTR, "between hosts (", name_,
                     "): sending to ", name(p), " failed (", error_text(errno),
                     "): it exited or its host is unreachable");
-        if (moved > 0 && (sent[p] += static_cast<size_t>(moved)) == total) {
+        if (moved > 0 && (sent[p] += static_cast<size_t>(moved)) == sending[p]) {
           --open;
         }
       }
-      if ((ready[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0 && got[p] < total) {
+      if ((ready[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0 && got[p] < receiving[p]) {
         iovec parts[2];
         msghdr message{};
         message.msg_iov = parts;
-        message.msg_iovlen = pieces(got[p], reinterpret_cast<char*>(&theirs[p]), inbox(p), parts);
+        message.msg_iovlen =
+            pieces(got[p], receiving[p], reinterpret_cast<char*>(&theirs[p]), inbox(p), parts);
         const ssize_t moved = ::recvmsg(fd, &message, 0);
         TORCH_CHECK(moved != 0, "between hosts (", name_, "): ", name(p),
                     " closed the connection (it exited)");
@@ -349,7 +364,7 @@ void RailLink::exchange(const at::Tensor& buffer, const std::function<void(size_
           if (before < sizeof(Header) && got[p] >= sizeof(Header)) {
             if (theirs[p].collective != header.collective || theirs[p].bytes != bytes ||
                 theirs[p].detail != header.detail) {
-              show_header_before_failing(sockets_, position_, header, sent);
+              show_header_before_failing(sockets_, position_, header, sent, sending);
             }
             TORCH_CHECK(theirs[p].collective == header.collective && theirs[p].bytes == bytes,
                         "between hosts (", name_, "): ", name(p), " is in collective #",
@@ -361,7 +376,7 @@ void RailLink::exchange(const at::Tensor& buffer, const std::function<void(size_
                         " and ", name(position_), " are in different collectives (",
                         "another op, or a reduce, gather or scatter with another root)");
           }
-          if (got[p] == total) {
+          if (got[p] == receiving[p]) {
             --open;
           }
         }

@@ -95,6 +95,12 @@ class RailLink {
   // The member at position `root` sends `buffer` (contiguous, one size on every member) to every
   // other, which receive it straight into theirs.
   void broadcast(const at::Tensor& buffer, int64_t root);
+  // A broadcast with a detail to compare (StepDetail::current(): a scatter run as one) shows
+  // every member's header to every other as well, the payload still going from the root alone:
+  // members naming other roots fail on the spot, even two that each think they send. The
+  // hierarchy's rails off the root's call this instead (`buffer` as big as the broadcast's),
+  // exchanging headers only, so that a disagreement between hosts fails on every rail.
+  void compare_broadcast(const at::Tensor& buffer);
 
   // Each member sends `sends[p]` to the member at position p and receives that member's part
   // for it into `receives[p]`, for every other position p (contiguous tensors of one size and
@@ -119,9 +125,10 @@ class RailLink {
   // payload both sent to and received from every peer grows. Peer p's payload lands in
   // `receive_into[p]` (as many bytes as `buffer`) when given, else in its inbox. `only_from` >= 0:
   // a broadcast from that position instead, which sends to every other member, and they
-  // receive from it alone. `send_from[p]`, when given, is what peer p gets (as many bytes as
-  // `buffer`) instead of `buffer`. `begun`: an all_reduce's exchange begun in the call (its
-  // number, and what has gone to each peer), finished from there.
+  // receive from it alone (with a detail, every member also sends its header to every other;
+  // a position no member has: headers alone). `send_from[p]`, when given, is what peer p gets (as
+  // many bytes as `buffer`) instead of `buffer`. `begun`: an all_reduce's exchange begun in the
+  // call (its number, and what has gone to each peer), finished from there.
   void exchange(const at::Tensor& buffer, const std::function<void(size_t)>& received_up_to,
                 const std::vector<char*>& receive_into = {}, int64_t only_from = -1,
                 const std::vector<char*>& send_from = {}, BegunExchange* begun = nullptr);

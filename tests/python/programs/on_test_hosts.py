@@ -374,11 +374,10 @@ def roots_disagree(rank: int, hosts: list[int]) -> dict[str, object]:
     """reduce, gather and scatter whose members name different roots: host 0's ranks the world's
     first, the other hosts' ranks the last (each host agreeing within itself, so only the step
     between hosts can tell). They run as an all_reduce, all_gather and broadcast across hosts,
-    which would compute with any root: every rank must raise instead, each op on a tag of its
-    own (a failure fails the communicator). A broadcast's step between hosts has no receiver
-    when both sides think they send, so the scatter's members may return, and raise at the next
-    collective on the group (an all_reduce here). Returns each op's error on this rank, in the
-    call or in that next collective ("no error" if neither raised)."""
+    which would compute with any root: every rank must raise instead, in the call, each op on a
+    tag of its own (a failure fails the communicator). Returns each op's error on this rank, in
+    the call or, if the call returned, in the next collective on its group (an all_reduce here:
+    a wrong result returned first; "no error" if neither raised)."""
     world = list(range(len(hosts)))
     across = 0 if hosts[rank] == 0 else world[-1]
     x = torch.ones(64)
