@@ -54,7 +54,9 @@ def test_every_op_picks_shm_inside_a_host_and_gloo_across(layout):
             "on_test_hosts.py",
             layout,
             ["every_op", ",".join(map(str, hosts_of))],
-            env={"C10D_FUNC_TIMEOUT": "30"},
+            # Every small collective wakes the progress thread, whatever the cores (the
+            # three-host test leaves them to their waiters).
+            env={"C10D_FUNC_TIMEOUT": "30", "C10D_FUNC_WAITER_FIRST": "0"},
         )
         ranks, leftovers = host_results(launchers)
     namespaces = subprocess.run(
@@ -86,13 +88,19 @@ def test_three_hosts_reduce_every_dtype_through_links_and_gloo(tmp_path):
     # member reduces in host order (the leaders' all_reduce up to 512 KiB, and the rails' pieces
     # up to 1 MiB); larger pieces go along the rail on Gloo's ring, unsegmented (pipelining is
     # between two hosts). all_gather's rail step goes over the links at any size. Host 0
-    # forwards between the other two.
+    # forwards between the other two. Small functional collectives are left to their waiters
+    # (C10D_FUNC_WAITER_FIRST=1, whatever the cores): one nobody waits still completes, run by
+    # the progress thread once its grace has passed (on_test_hosts.unwaited_across_hosts).
     with TestHosts(3) as hosts:
         launchers = hosts.launch(
             "on_test_hosts.py",
             [2, 2, 2],
             ["reductions", "0,0,1,1,2,2"],
-            env={"C10D_FUNC_TIMEOUT": "60", "C10D_FUNC_TEST_SYNC_DIR": str(tmp_path)},
+            env={
+                "C10D_FUNC_TIMEOUT": "60",
+                "C10D_FUNC_TEST_SYNC_DIR": str(tmp_path),
+                "C10D_FUNC_WAITER_FIRST": "1",
+            },
         )
         ranks, leftovers = host_results(launchers, timeout=240)
     for result in rank_results(ranks).values():

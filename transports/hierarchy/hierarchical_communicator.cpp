@@ -13,7 +13,12 @@
 #include "transports/roll_call.h"
 #include "transports/task_queue.h"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
 
 namespace c10d_func {
 namespace {
@@ -42,6 +47,30 @@ constexpr int64_t kTwoStepAllToAllBytes = int64_t{512} << 10;
 // one collective over a reordered copy: copying costs less than a second step's synchronization.
 constexpr int64_t kSplitHostStepBytes = int64_t{256} << 10;
 
+// Up to this many bytes a functional collective is left to its waiter (TaskQueue::
+// push_for_waiter) on a host with more of the chunk's threads than cores: there waking the
+// progress thread costs more than the steps, and the woken thread takes them from the waiter
+// (which then sleeps until they are done) more often than not. Measured on 2 hosts x 2 ranks
+// (2 cores), back to back, in turns: 8 B through the ops 67-95 against 124-140 us, 64 KiB
+// 168-205 against 216-228 us; through the eager API level (199-245 us).
+constexpr int64_t kForWaiterBytes = int64_t{64} << 10;
+
+// Whether a host with `members` of the chunk leaves small functional collectives to their
+// waiters: C10D_FUNC_WAITER_FIRST=1 always, 0 never, unset where the members' threads (each a
+// calling and a progress thread) outnumber the cores this process may run on.
+bool leaves_small_to_waiters(int64_t members) {
+  static const char* const choice = std::getenv("C10D_FUNC_WAITER_FIRST");
+  if (choice != nullptr && *choice != '\0') {
+    return std::strcmp(choice, "0") != 0;
+  }
+  cpu_set_t cores;
+  CPU_ZERO(&cores);
+  const int64_t usable = sched_getaffinity(0, sizeof(cores), &cores) == 0
+                             ? CPU_COUNT(&cores)
+                             : static_cast<int64_t>(std::thread::hardware_concurrency());
+  return members * 2 > usable;
+}
+
 // Whether the host step of an all_gather or reduce_scatter of `bytes` runs as one collective
 // per host, straight on the caller's buffer: members numbered host by host (as torchrun numbers
 // them), and a message large enough that the copy costs more than the extra steps.
@@ -61,7 +90,8 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
         local_(std::move(local)),
         rail_(std::move(rail)),
         rail_link_(std::move(rail_link)),
-        even_(placement_.even()) {}
+        even_(placement_.even()),
+        for_waiters_(leaves_small_to_waiters(local_->size())) {}
 
   ~HierarchicalCommunicator() override {
     steps_.stop();
@@ -98,7 +128,7 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
     if (buffer.numel() == 0) {
       return completed();
     }
-    return steps_.submit([this, buffer, reduce_op] {
+    return submit(buffer.nbytes(), [this, buffer, reduce_op] {
       at::AutoDispatchBelowADInplaceOrView below;
       auto staged = stage_reduction(buffer, reduce_op, /*transport_averages_floats=*/false);
       const at::Tensor wire = staged.wire.view(-1);
@@ -115,7 +145,7 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
     if (!even_ || input.numel() == 0) {
       return flat_->all_gather(output, input);
     }
-    return steps_.submit([this, output, input] {
+    return submit(output.nbytes(), [this, output, input] {
       at::AutoDispatchBelowADInplaceOrView below;
       const int64_t n = size();
       const int64_t hosts = static_cast<int64_t>(placement_.hosts.size());
@@ -165,7 +195,7 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
     if (!even_ || input.numel() == 0) {
       return flat_->reduce_scatter(output, input, reduce_op);
     }
-    return steps_.submit([this, output, input, reduce_op] {
+    return submit(input.nbytes(), [this, output, input, reduce_op] {
       at::AutoDispatchBelowADInplaceOrView below;
       auto staged_out = stage_reduction(output, reduce_op, false);
       auto staged_in = stage_reduction(input, reduce_op, false);
@@ -221,7 +251,7 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
       return flat_->all_to_all(output, input, std::move(output_split_sizes),
                                std::move(input_split_sizes));
     }
-    return steps_.submit([this, output, input] {
+    return submit(input.nbytes(), [this, output, input] {
       at::AutoDispatchBelowADInplaceOrView below;
       all_to_all_in_two_steps(output, input, placement_, rank_, *local_, *rail_link_);
     });
@@ -248,7 +278,7 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
     if (!even_ || buffer.numel() == 0 || !buffer.is_contiguous()) {
       return flat_->broadcast(buffer, root);
     }
-    return steps_.submit([this, buffer, root] {
+    return submit(buffer.nbytes(), [this, buffer, root] {
       at::AutoDispatchBelowADInplaceOrView below;
       // Along the root's rail first (the members of its local index: the buffer crosses to each
       // other host once, where the flat broadcast sends it to every member elsewhere), then
@@ -390,6 +420,15 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
     wait_for(rail_->all_reduce(wire, op));
   }
 
+  // Queues a collective's steps: left to its waiter when small and from a functional op (waited
+  // through wait_tensor; classic calls' Futures are waited and chained directly, and bounded by
+  // the group's timeout) on a host that leaves them so (leaves_small_to_waiters).
+  Completion submit(int64_t bytes, std::function<void()> steps) {
+    const bool for_waiter =
+        for_waiters_ && bytes <= kForWaiterBytes && WaitedThroughWaitTensor::active();
+    return steps_.submit(std::move(steps), for_waiter);
+  }
+
   // Failing tells this host's members (waiting on this one in shared memory) at once.
   void on_failed(const std::string& reason) override { local_->mark_failed(reason); }
 
@@ -399,6 +438,7 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
   std::shared_ptr<Communicator> rail_;   // equal local index across hosts (uneven: first members)
   std::unique_ptr<RailLink> rail_link_;  // this member's rail's; used by the worker thread
   bool even_;
+  bool for_waiters_;  // small functional collectives left to their waiters (kForWaiterBytes)
 
   // The segments of a pipelined all_reduce, and a large all_gather's rail step, cross between
   // hosts on this queue's thread while the collective's own thread runs the host's steps.

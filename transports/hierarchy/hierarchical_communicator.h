@@ -36,7 +36,10 @@
 // at a time in issue order, so every member issues its sub-communicators' collectives in the
 // same order: on the communicator's own thread, or on the thread that waits the collective when
 // it is next and nothing runs (it would block anyway, and a small collective then pays no
-// hand-off between threads). Whichever runs them runs the host's shm steps itself. reduce,
+// hand-off between threads). Where the host's members' threads outnumber its cores, a small
+// functional collective (up to 64 KiB) does not wake the communicator's thread: it is left to
+// its waiter for a grace of 1 ms (TaskQueue::push_for_waiter; C10D_FUNC_WAITER_FIRST chooses).
+// Whichever runs them runs the host's shm steps itself. reduce,
 // gather and scatter run as other collectives carry their root into what the members compare
 // (StepDetail, call_scope.h).
 //

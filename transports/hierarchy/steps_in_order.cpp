@@ -16,7 +16,10 @@ void wait_for(const Completion& completion) {
   }
 }
 
-Completion StepsInOrder::submit(std::function<void()> steps) {
+Completion StepsInOrder::submit(std::function<void()> steps, bool for_waiter) {
+  if (for_waiter) {
+    return queue_->push_for_waiter(queue_->lock(), queued(std::move(steps)));
+  }
   return queue_->push(queue_->lock(), queued(std::move(steps)));
 }
 

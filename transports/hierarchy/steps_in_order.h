@@ -27,8 +27,9 @@ class StepsInOrder {
       : owner_(owner), roll_call_(std::move(roll_call)) {}
 
   // Queues `steps` behind the collectives issued before; its Completion fails with what they
-  // threw, explained by the roll call.
-  Completion submit(std::function<void()> steps);
+  // threw, explained by the roll call. `for_waiter`: left to the thread that waits it, for the
+  // queue's grace (TaskQueue::push_for_waiter).
+  Completion submit(std::function<void()> steps, bool for_waiter = false);
 
   // When nothing is queued or running: runs `begin` in the calling thread as the next
   // collective (the part that sends this member's part, without waiting for a peer) and queues

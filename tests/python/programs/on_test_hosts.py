@@ -206,7 +206,10 @@ def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
 def unwaited_across_hosts(rank: int, hosts: list[int]) -> list[str]:
     """Small all_reduces issued and not waited at once. With one member per host each member's
     part goes out in the call and the rest waits for its waiter, with no progress thread woken
-    (RailLink::begin_all_reduce): a peer must still finish while this member does not wait (the
+    (RailLink::begin_all_reduce); in the hierarchy, with C10D_FUNC_WAITER_FIRST=1, the whole
+    collective waits for its waiter, for a grace (TaskQueue::push_for_waiter), and a waiter of
+    a later one runs those before it. Either way a peer must still finish while this member
+    does not wait (the
     first member waits for the others' marks before waiting its own), collectives issued behind
     an unwaited one run in order, and a large one queued behind a small begun one too. Every
     result against the reference."""
