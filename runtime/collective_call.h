@@ -50,11 +50,10 @@ class CollectiveCall {
  private:
   std::string_view op_;
   std::shared_ptr<const ResolvedGroup> group_;
-  // The op's caller may write its inputs once the op returns: a transport that decides per call
-  // (reads_inputs_after_return false) protects what it still reads after returning.
-  InputsReusedOnReturn inputs_reused_;
-  // Its result is waited through wait_tensor: a transport may leave the rest to the waiter.
-  WaitedThroughWaitTensor waited_through_wait_tensor_;
+  // The op's caller may write its inputs once the op returns (a transport that decides per call
+  // protects what it still reads after returning), and its result is waited through wait_tensor
+  // (a transport may leave the rest to the waiter).
+  FunctionalOpCall functional_op_call_;
 };
 
 // `output` stays pending until `completion` is done: CollectiveCall::record for calls that find

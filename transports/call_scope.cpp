@@ -38,35 +38,19 @@ std::function<void()> profiled(std::function<void()> work) {
 }
 
 namespace {
-thread_local bool inputs_reused_on_return = false;
+thread_local bool functional_op_call = false;
 }  // namespace
 
-InputsReusedOnReturn::InputsReusedOnReturn() : previous_(inputs_reused_on_return) {
-  inputs_reused_on_return = true;
+FunctionalOpCall::FunctionalOpCall() : previous_(functional_op_call) {
+  functional_op_call = true;
 }
 
-InputsReusedOnReturn::~InputsReusedOnReturn() {
-  inputs_reused_on_return = previous_;
+FunctionalOpCall::~FunctionalOpCall() {
+  functional_op_call = previous_;
 }
 
-bool InputsReusedOnReturn::active() {
-  return inputs_reused_on_return;
-}
-
-namespace {
-thread_local bool waited_through_wait_tensor = false;
-}  // namespace
-
-WaitedThroughWaitTensor::WaitedThroughWaitTensor() : previous_(waited_through_wait_tensor) {
-  waited_through_wait_tensor = true;
-}
-
-WaitedThroughWaitTensor::~WaitedThroughWaitTensor() {
-  waited_through_wait_tensor = previous_;
-}
-
-bool WaitedThroughWaitTensor::active() {
-  return waited_through_wait_tensor;
+bool FunctionalOpCall::active() {
+  return functional_op_call;
 }
 
 namespace {

@@ -25,37 +25,25 @@ class ProfiledName {
 };
 std::function<void()> profiled(std::function<void()> work);
 
-// Whether the caller of the collectives issued in this scope may write their input tensors as
-// soon as each call returns: set by the functional ops' kernels (runtime/collective_call.h), whose
-// callers own their inputs again at once (inductor reuses a buffer as soon as an op returns).
-// Classic torch.distributed calls leave it unset: their inputs stay untouched until the wait.
-// A transport that reads an input after returning protects it only when this is set, and only
-// when it did not run the collective inside the call (Communicator::reads_inputs_after_return
-// false: the transport decides per call).
-class InputsReusedOnReturn {
+// Whether the collectives issued in this scope come from a functional op's kernel (set there,
+// runtime/collective_call.h; classic torch.distributed calls leave it unset). Two promises follow
+// that classic calls do not make:
+// - The caller may write its input tensors as soon as each call returns (inductor reuses a
+//   buffer as soon as an op returns); classic calls leave their inputs untouched until the wait.
+//   A transport that reads an input after returning protects it only when this is set, and only
+//   when it did not run the collective inside the call (Communicator::reads_inputs_after_return
+//   false: the transport decides per call).
+// - Results are waited only through wait_tensor: their Completions are waited with
+//   wait_completion, or handed out as Futures only through expose_completion, so a transport may
+//   leave what remains of one to its waiter (TaskQueue's quiet rests). Classic calls' Works'
+//   Futures are waited and chained directly, and bounded by the group's timeout whether or not
+//   anyone waits them.
+class FunctionalOpCall {
  public:
-  InputsReusedOnReturn();
-  ~InputsReusedOnReturn();
-  InputsReusedOnReturn(const InputsReusedOnReturn&) = delete;
-  InputsReusedOnReturn& operator=(const InputsReusedOnReturn&) = delete;
-  static bool active();
-
- private:
-  bool previous_;
-};
-
-// Whether the collectives issued in this scope are waited only through wait_tensor (the
-// functional ops' kernels set it, runtime/collective_call.h): their Completions are waited with
-// wait_completion, or handed out as Futures only through expose_completion, so a transport may
-// leave what remains of one to its waiter (TaskQueue's quiet rests). Classic torch.distributed
-// calls leave it unset: their Works' Futures are waited and chained directly, and bounded by
-// the group's timeout whether or not anyone waits them.
-class WaitedThroughWaitTensor {
- public:
-  WaitedThroughWaitTensor();
-  ~WaitedThroughWaitTensor();
-  WaitedThroughWaitTensor(const WaitedThroughWaitTensor&) = delete;
-  WaitedThroughWaitTensor& operator=(const WaitedThroughWaitTensor&) = delete;
+  FunctionalOpCall();
+  ~FunctionalOpCall();
+  FunctionalOpCall(const FunctionalOpCall&) = delete;
+  FunctionalOpCall& operator=(const FunctionalOpCall&) = delete;
   static bool active();
 
  private:

@@ -424,8 +424,7 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
   // through wait_tensor; classic calls' Futures are waited and chained directly, and bounded by
   // the group's timeout) on a host that leaves them so (leaves_small_to_waiters).
   Completion submit(int64_t bytes, std::function<void()> steps) {
-    const bool for_waiter =
-        for_waiters_ && bytes <= kForWaiterBytes && WaitedThroughWaitTensor::active();
+    const bool for_waiter = for_waiters_ && bytes <= kForWaiterBytes && FunctionalOpCall::active();
     return steps_.submit(std::move(steps), for_waiter);
   }
 

@@ -40,7 +40,7 @@ class LinkedHostsCommunicator final : public HostSpanningCommunicator {
       link_->all_reduce(staged.wire.view(-1), staged.wire_op);
       staged.finish(buffer, size());
     };
-    if (buffer.nbytes() > RailLink::kBegunBytes || !WaitedThroughWaitTensor::active()) {
+    if (buffer.nbytes() > RailLink::kBegunBytes || !FunctionalOpCall::active()) {
       return steps_.submit(std::move(whole));
     }
     // Small, from a functional op, with nothing queued: this member's part goes to the peers in

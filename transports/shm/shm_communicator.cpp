@@ -207,7 +207,7 @@ class ShmCommunicator final : public Communicator {
     }
     const bool direct = goes_direct(nbytes(input));
     Turn turn = turn_instead_of_snapshot("reduce_scatter", nbytes(input),
-                                         InputsReusedOnReturn::active() && !reads_in_place(input));
+                                         FunctionalOpCall::active() && !reads_in_place(input));
     const at::Tensor sent = kept(turn, input);
     return order_.submit(std::move(turn), [this, output, input = sent, reduce_op, direct] {
       at::AutoDispatchBelowADInplaceOrView below;
@@ -326,8 +326,7 @@ class ShmCommunicator final : public Communicator {
       });
     }
     at::Tensor source = input;
-    if (rank_ == root && !turn.in_call && !input.is_same(output) &&
-        InputsReusedOnReturn::active()) {
+    if (rank_ == root && !turn.in_call && !input.is_same(output) && FunctionalOpCall::active()) {
       // The root's copy of its input goes straight into its output (which nobody reads before
       // the wait), and the others read it there: one copy instead of a snapshot and a copy.
       if (direct && input.is_contiguous() && pool_->offset_in_segment(output)) {
@@ -429,11 +428,11 @@ class ShmCommunicator final : public Communicator {
   bool goes_direct(size_t bytes) const { return region_bytes_ > 0 && bytes > kInlineBytes; }
 
   // What a queued collective may read of `input`: where the caller may write it as soon as the
-  // op returns (InputsReusedOnReturn), a copy (in the pool when large, so the others read it
+  // op returns (FunctionalOpCall), a copy (in the pool when large, so the others read it
   // in place); the input itself when the collective runs in the call or the caller keeps it
   // untouched until the wait.
   at::Tensor kept(const Turn& turn, const at::Tensor& input) {
-    if (turn.in_call || !InputsReusedOnReturn::active()) {
+    if (turn.in_call || !FunctionalOpCall::active()) {
       return input;
     }
     if (nbytes(input) > kInlineBytes) {
@@ -446,7 +445,7 @@ class ShmCommunicator final : public Communicator {
   // its input ends up anyway, instead of a copy elsewhere (the others read it there).
   at::Tensor kept_in_own_block(const Turn& turn, const at::Tensor& input,
                                const at::Tensor& output) {
-    if (turn.in_call || !InputsReusedOnReturn::active() || nbytes(input) <= kInlineBytes ||
+    if (turn.in_call || !FunctionalOpCall::active() || nbytes(input) <= kInlineBytes ||
         !output.is_contiguous() || !input.is_contiguous()) {
       return kept(turn, input);
     }
