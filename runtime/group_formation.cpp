@@ -134,6 +134,7 @@ void GroupRegistry::split_world(std::string_view op, c10::Device device, const G
     slot->communicator =
         observed(std::move(child), chunk_identity(device, spec.tag, chunk), collective_timeout());
     slot->origin = "split";
+    slot->transport = transport.name;
   }
 }
 
@@ -163,6 +164,7 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
     slot->communicator = observed(make_solo_communicator(), chunk_identity(device, tag, chunk),
                                   collective_timeout());
     slot->origin = "created";
+    slot->transport = "local";
     return slot->communicator;
   }
   const World world = this->world(op);
@@ -182,6 +184,7 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
   slot->communicator = observed(form_communicator(op, transport, rendezvous),
                                 chunk_identity(device, tag, chunk), rendezvous.timeout);
   slot->origin = "created";
+  slot->transport = transport.name;
   std::lock_guard<std::mutex> lock(impl().mutex);
   impl().generations[key] = generation + 1;
   return slot->communicator;

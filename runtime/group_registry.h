@@ -74,8 +74,10 @@ class GroupRegistry {
   void add_transport(c10::DeviceType device, Transport transport);
   // Which transport serves `device` for `tag` ("" = every tag without a choice of its own).
   // Without a choice: C10D_FUNC_<DEVICE>_TRANSPORT (e.g. C10D_FUNC_CUDA_TRANSPORT=gloo), else
-  // nccl for CUDA and gloo for CPU. A chunk of one member is local unless its tag has a choice
-  // of its own.
+  // nccl for CUDA and auto for CPU (shm on one host, shm+gloo across hosts). A chunk of one
+  // member is local unless its tag has a choice of its own. Raises for a name `device` has no
+  // transport of, and for a tag whose groups already formed on another transport (they keep
+  // theirs: a choice is for groups not formed yet).
   void select_transport(c10::DeviceType device, const std::string& tag, const std::string& name);
 
   // The world, resolved on first use; raises naming `op` when there is none.
@@ -108,6 +110,10 @@ class GroupRegistry {
   Impl& impl();
   void enter_thread_scope();
   void leave_thread_scope();
+  // Raises if a group of `device` and `tag` already formed on another transport than `name`;
+  // registry lock held.
+  void refuse_changing_formed_tag_locked(c10::DeviceType device, const std::string& tag,
+                                         const std::string& name);
   // The transport `name` of `device`, with the registry lock held.
   Transport find_transport_locked(std::string_view op, c10::DeviceType device,
                                   const std::string& name, const std::string& tag);

@@ -25,6 +25,9 @@ struct Slot {
   std::mutex mutex;  // held while this key's communicator is being created
   std::shared_ptr<Communicator> communicator;
   std::string origin;
+  // The transport it was formed with ("local" for a chunk of one member on no chosen transport;
+  // empty for a registered group): set_transport refuses to change a formed tag's transport.
+  std::string transport;
 };
 
 inline std::string device_name(c10::DeviceType device) {

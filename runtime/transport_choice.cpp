@@ -59,9 +59,43 @@ void GroupRegistry::select_transport(c10::DeviceType device, const std::string& 
                                      const std::string& name) {
   {
     std::lock_guard<std::mutex> lock(impl().mutex);
+    // A misspelt name fails here, not at the tag's first collective.
+    find_transport_locked("set_transport", device, name, tag);
+    if (!tag.empty()) {
+      refuse_changing_formed_tag_locked(device, tag, name);
+    }
     impl().chosen[{device, tag}] = name;
   }
   impl().clear_cache();
+}
+
+void GroupRegistry::refuse_changing_formed_tag_locked(c10::DeviceType device,
+                                                      const std::string& tag,
+                                                      const std::string& name) {
+  for (const auto& [key, slot] : impl().slots) {
+    if (std::get<0>(key) != device || std::get<2>(key) != tag) {
+      continue;
+    }
+    // A slot being formed holds its lock; it was chosen before this call, and its first
+    // collective is racing with the choice, which the documentation already rules out.
+    std::unique_lock<std::mutex> slot_lock(slot->mutex, std::try_to_lock);
+    if (!slot_lock.owns_lock() || !slot->communicator || slot->transport.empty()) {
+      continue;  // forming, failed to form, or a bound ProcessGroup (served whatever is chosen)
+    }
+    // "auto" forms shm, gloo or shm+gloo: choosing what it formed changes nothing.
+    if (slot->transport == name || slot->communicator->backend_name() == name) {
+      continue;
+    }
+    Chunk chunk;
+    chunk.members = std::get<3>(key);
+    TORCH_CHECK(false, "c10d_func.set_transport: tag '", tag, "' already has a ",
+                device_name(device), " group of members ", chunk.describe(),
+                " formed on transport '", slot->transport, "' (serving as '",
+                slot->communicator->backend_name(), "'), which keeps it; choosing '", name,
+                "' now would leave the tag's groups on different transports. Choose a tag's ",
+                "transport before its first collective, use another tag, or call ",
+                "c10d_func.shutdown() on every member first");
+  }
 }
 
 Transport GroupRegistry::transport_for(std::string_view op, c10::DeviceType device,

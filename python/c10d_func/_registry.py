@@ -183,8 +183,10 @@ def set_transport(transport: str, device: str = "cuda", tag: str | None = None) 
     "shm" or "gloo". CUDA: "nccl" (default, when built with CUDA) or "gloo". The environment
     variables C10D_FUNC_CPU_TRANSPORT and C10D_FUNC_CUDA_TRANSPORT set the defaults without code.
     A transport chosen for a tag also serves groups of one member of that tag, which otherwise
-    take a local copy. A group's communicator is made on first use, so choose before a tag's
-    first collective.
+    take a local copy. A group's communicator is made on first use and keeps its transport, so
+    choose before a tag's first collective: choosing another transport for a tag whose groups
+    already formed raises RuntimeError (after `shutdown()` on every member they form again), as
+    does a name the device has no transport of.
     """
     _C.select_transport(device, transport, tag or "")
 

@@ -179,6 +179,57 @@ def test_rank_outside_the_world(pool2):
         assert "world of size 2" in message
 
 
+def cpu_backend_of(tag: str) -> str:
+    (group,) = [g for g in c10d_func.groups() if g["tag"] == tag and g["device"] == "cpu"]
+    return group["backend"]
+
+
+def body_transport_choice_of_a_formed_tag(rank: int, world_size: int, tag: str) -> dict:
+    everyone = list(range(world_size))
+    total = float(sum(range(1, world_size + 1)))
+
+    def reduced() -> tuple[bool, str]:
+        x = torch.full((4,), float(rank + 1))
+        got = ops.wait_tensor(ops.all_reduce(x, "sum", tag, everyone, world_size))
+        return bool((got == total).all()), cpu_backend_of(tag)
+
+    out: dict = {}
+    try:
+        c10d_func.set_transport("glo", "cpu", tag=tag)
+        out["misspelt"] = "no error"
+    except RuntimeError as error:
+        out["misspelt"] = str(error)
+    c10d_func.set_transport("shm", "cpu", tag=tag)
+    out["formed"] = reduced()
+    c10d_func.set_transport("shm", "cpu", tag=tag)  # what the tag has: nothing changes
+    try:
+        c10d_func.set_transport("gloo", "cpu", tag=tag)
+        out["changed"] = "no error"
+    except RuntimeError as error:
+        out["changed"] = str(error)
+    out["after the refusal"] = reduced()  # the choice was not recorded either
+    c10d_func.shutdown()
+    c10d_func.set_transport("gloo", "cpu", tag=tag)
+    out["after shutdown"] = reduced()
+    return out
+
+
+def test_choosing_another_transport_for_a_formed_tag_is_refused(pool2):
+    """A tag's groups keep the transport they formed on: a later set_transport for the tag raises
+    (once silently ignored) instead of leaving its groups on different transports; a misspelt name
+    fails at the choice, not at the tag's first collective."""
+    tag = f"formed-{uuid.uuid4().hex[:8]}"
+    for out in pool2.run(body_transport_choice_of_a_formed_tag, tag):
+        assert "c10d_func.set_transport: no 'glo' transport for cpu tensors" in out["misspelt"]
+        assert out["formed"] == (True, "shm")
+        changed = out["changed"]
+        assert f"tag '{tag}' already has a cpu group of members [0, 1]" in changed, changed
+        assert "formed on transport 'shm'" in changed and "choosing 'gloo'" in changed, changed
+        assert "c10d_func.shutdown()" in changed, changed
+        assert out["after the refusal"] == (True, "shm")
+        assert out["after shutdown"] == (True, "gloo")
+
+
 def with_timeout(seconds: str):
     """Rank-side: a communicator created inside takes this timeout."""
 

@@ -20,7 +20,9 @@ from worker_pool import WorkerPool
 ops = torch.ops.c10d_func
 
 N = 1 << 18  # 1 MiB of float32: over the cache's 128 KiB threshold
-TAG = "private"
+# Its own tag: the pooled workers keep the groups other files formed ("private" is on shm in
+# test_shm.py), and a formed tag keeps its transport.
+TAG = "private-gloo"
 MOVES = ("all_gather", "all_to_all", "broadcast")  # exact; reductions within tolerance
 
 
