@@ -186,7 +186,9 @@ def set_transport(transport: str, device: str = "cuda", tag: str | None = None) 
     take a local copy. A group's communicator is made on first use and keeps its transport, so
     choose before a tag's first collective: choosing another transport for a tag whose groups
     already formed raises RuntimeError (after `shutdown()` on every member they form again), as
-    does a name the device has no transport of.
+    does a name the device has no transport of. Without a tag, the choice is the default for
+    the groups of tags with no choice of their own that form afterwards; groups already formed
+    keep theirs (`groups()` says which).
     """
     _C.select_transport(device, transport, tag or "")
 
