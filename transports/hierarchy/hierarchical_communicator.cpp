@@ -8,6 +8,7 @@
 #include "transports/hierarchy/host_placement.h"
 #include "transports/hierarchy/host_spanning_communicator.h"
 #include "transports/hierarchy/rail_link.h"
+#include "transports/hierarchy/scatter_through_rail.h"
 #include "transports/hierarchy/two_step_all_to_all.h"
 #include "transports/reduction_staging.h"
 #include "transports/roll_call.h"
@@ -274,6 +275,23 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
   // (HostSpanningCommunicator).
   bool runs_rooted_as_collectives() const override { return even_; }
 
+  // Above that, a scatter up to kScatterOverLinksBytes of input on even hosts numbered host by
+  // host sends each other host its members' blocks in one message along the root's rail
+  // (scatter_through_rail.h); larger, Gloo's scatter (HostSpanningCommunicator says why).
+  Completion scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
+    const int64_t bytes = size() * output.nbytes();
+    if (!even_ || !placement_.host_major || !rail_link_ || bytes <= kScatterAsBroadcastBytes ||
+        bytes > kScatterOverLinksBytes || !output.is_contiguous() ||
+        (rank_ == root && !input.is_contiguous())) {
+      return HostSpanningCommunicator::scatter(output, input, root);
+    }
+    StepDetail agreed(StepDetail::of_root("scatter", root));  // members naming other roots fail
+    return submit(bytes, [this, output, input, root] {
+      at::AutoDispatchBelowADInplaceOrView below;
+      scatter_through_rail(output, input, root, placement_, rank_, *local_, *rail_link_);
+    });
+  }
+
   Completion broadcast(const at::Tensor& buffer, int64_t root) override {
     if (!even_ || buffer.numel() == 0 || !buffer.is_contiguous()) {
       return flat_->broadcast(buffer, root);
@@ -294,7 +312,7 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
       } else if (rail_link_ && StepDetail::current() != 0) {
         // A scatter run as this broadcast: the other rails compare the root too, so that hosts
         // naming roots of other local indices fail on every rail, none at its timeout.
-        rail_link_->compare_broadcast(buffer);
+        rail_link_->compare_rooted(buffer.nbytes());
       }
       wait_for(local_->broadcast(buffer, root_local));
     });

@@ -80,6 +80,28 @@ class LinkedHostsCommunicator final : public HostSpanningCommunicator {
   // (HostSpanningCommunicator).
   bool runs_rooted_as_collectives() const override { return true; }
 
+  // Above that, a scatter up to kScatterOverLinksBytes of input goes over the link from the root,
+  // each member's block straight into its output: one message per member, as Gloo's scatter
+  // sends, with no thread of Gloo's; larger, Gloo's scatter (HostSpanningCommunicator says why).
+  Completion scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
+    const int64_t bytes = size() * output.nbytes();
+    if (bytes <= kScatterAsBroadcastBytes || bytes > kScatterOverLinksBytes ||
+        !output.is_contiguous() || (rank_ == root && !input.is_contiguous())) {
+      return HostSpanningCommunicator::scatter(output, input, root);
+    }
+    StepDetail agreed(StepDetail::of_root("scatter", root));  // members naming other roots fail
+    return steps_.submit([this, output, input, root] {
+      at::AutoDispatchBelowADInplaceOrView below;
+      if (rank_ != root) {
+        link_->scatter({}, output.view(-1), root);
+        return;
+      }
+      const std::vector<at::Tensor> blocks = input.view({size(), -1}).unbind(0);
+      link_->scatter(blocks, at::Tensor(), root);
+      output.view(-1).copy_(blocks[root]);
+    });
+  }
+
   Completion all_gather(const at::Tensor& output, const at::Tensor& input) override {
     if (input.numel() == 0) {
       return flat_->all_gather(output, input);

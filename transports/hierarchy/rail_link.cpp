@@ -25,6 +25,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using namespace rail;  // the sockets (rail_sockets.h) and the handshake (rail_handshake.h)
 
+char* data_of(const at::Tensor& tensor) {
+  return static_cast<char*>(tensor.data_ptr());
+}
+
 struct Header {
   uint64_t collective;
   uint64_t bytes;
@@ -72,11 +76,12 @@ void RailLink::fold_from_peer(const at::Tensor& window, const at::Tensor& into, 
     }
   };
   if (begun == nullptr) {
-    exchange(window, fold);
+    exchange(data_of(window), window.nbytes(), fold);
     return;
   }
   // What went out is the begun copy; `into` is still what it was when begun.
-  exchange(window, fold, {}, -1, std::vector<char*>(2, begun->payload.data()), begun);
+  exchange(data_of(window), window.nbytes(), fold, {}, -1,
+           std::vector<char*>(2, begun->payload.data()), begun);
 }
 
 bool BegunExchange::all_sent() const {
@@ -110,7 +115,7 @@ void RailLink::all_reduce(const at::Tensor& buffer, ReduceOp op) {
   // Between more than two hosts the hierarchy sends small messages only (kRailLinkBytes).
   TORCH_INTERNAL_ASSERT(buffer.nbytes() <= kWindowBytes, "rail link: ", buffer.nbytes(),
                         " bytes between ", size(), " hosts");
-  exchange(buffer, [](size_t) {});
+  exchange(data_of(buffer), buffer.nbytes(), [](size_t) {});
   reduce_in_host_order(buffer, op);
 }
 
@@ -162,8 +167,8 @@ void RailLink::finish_all_reduce(BegunExchange& begun, const at::Tensor& buffer,
     return;
   }
   exchange(
-      buffer, [](size_t) {}, {}, -1, std::vector<char*>(sockets_.size(), begun.payload.data()),
-      &begun);
+      data_of(buffer), buffer.nbytes(), [](size_t) {}, {}, -1,
+      std::vector<char*>(sockets_.size(), begun.payload.data()), &begun);
   reduce_in_host_order(buffer, op);
 }
 
@@ -195,23 +200,48 @@ void RailLink::all_gather(const at::Tensor& block, const at::Tensor& blocks) {
     blocks[position_].copy_(block.view(-1));
   }
   exchange(
-      block, [](size_t) {}, rows);
+      data_of(block), block.nbytes(), [](size_t) {}, rows);
 }
 
 void RailLink::broadcast(const at::Tensor& buffer, int64_t root) {
   TORCH_INTERNAL_ASSERT(buffer.is_contiguous() && root >= 0 && root < size(),
                         "rail link: broadcast from position ", root, " of ", size());
   std::vector<char*> into(sockets_.size(), nullptr);
-  into[root] = static_cast<char*>(buffer.data_ptr());
+  into[root] = data_of(buffer);
   exchange(
-      buffer, [](size_t) {}, into, root);
+      data_of(buffer), buffer.nbytes(), [](size_t) {}, into, root);
 }
 
-void RailLink::compare_broadcast(const at::Tensor& buffer) {
-  TORCH_INTERNAL_ASSERT(StepDetail::current() != 0,
-                        "rail link: a broadcast's comparison without a detail to compare");
+void RailLink::scatter(const std::vector<at::Tensor>& sends, const at::Tensor& receive,
+                       int64_t root) {
+  TORCH_INTERNAL_ASSERT(root >= 0 && root < size() && size() > 1,
+                        "rail link: scatter from position ", root, " of ", size());
+  const int64_t any_peer = root == 0 ? 1 : 0;
+  std::vector<char*> from(sockets_.size(), nullptr), into(sockets_.size(), nullptr);
+  size_t bytes = 0;
+  if (position_ == root) {
+    TORCH_INTERNAL_ASSERT(static_cast<int64_t>(sends.size()) == size(), "rail link: scatter of ",
+                          sends.size(), " parts between ", size());
+    bytes = sends[any_peer].nbytes();
+    for (int64_t p = 0; p < size(); ++p) {
+      TORCH_INTERNAL_ASSERT(p == root || (sends[p].is_contiguous() && sends[p].nbytes() == bytes),
+                            "rail link: scatter parts of different sizes");
+      from[p] = p == root ? nullptr : data_of(sends[p]);
+    }
+  } else {
+    TORCH_INTERNAL_ASSERT(receive.is_contiguous(), "rail link: scatter into a strided tensor");
+    bytes = receive.nbytes();
+    into[root] = data_of(receive);
+  }
   exchange(
-      buffer, [](size_t) {}, {}, size());
+      position_ == root ? from[any_peer] : into[root], bytes, [](size_t) {}, into, root, from);
+}
+
+void RailLink::compare_rooted(size_t bytes) {
+  TORCH_INTERNAL_ASSERT(StepDetail::current() != 0,
+                        "rail link: a rooted step's comparison without a detail to compare");
+  exchange(
+      nullptr, bytes, [](size_t) {}, {}, size());
 }
 
 void RailLink::all_to_all(const std::vector<at::Tensor>& sends,
@@ -229,30 +259,30 @@ void RailLink::all_to_all(const std::vector<at::Tensor>& sends,
                               sends[p].nbytes() == sends[peer].nbytes() &&
                               receives[p].nbytes() == sends[peer].nbytes(),
                           "rail link: all_to_all parts of different sizes");
-    from[p] = static_cast<char*>(sends[p].data_ptr());
-    into[p] = static_cast<char*>(receives[p].data_ptr());
+    from[p] = data_of(sends[p]);
+    into[p] = data_of(receives[p]);
   }
   exchange(
-      sends[peer], [](size_t) {}, into, -1, from);
+      data_of(sends[peer]), sends[peer].nbytes(), [](size_t) {}, into, -1, from);
 }
 
-void RailLink::exchange(const at::Tensor& buffer, const std::function<void(size_t)>& received_up_to,
+void RailLink::exchange(char* payload, size_t bytes,
+                        const std::function<void(size_t)>& received_up_to,
                         const std::vector<char*>& receive_into, int64_t only_from,
                         const std::vector<char*>& send_from, BegunExchange* begun) {
-  const size_t bytes = static_cast<size_t>(buffer.numel()) * buffer.element_size();
   const int64_t members = size();
   const Header header = begun != nullptr ? Header{begun->collective, bytes, begun->detail}
                                          : Header{++collectives_, bytes, StepDetail::current()};
-  char* const payload = static_cast<char*>(buffer.data_ptr());
   // Per peer, how much of (header, payload) goes to it and comes from it, how much has gone and
   // come; their header.
   std::vector<size_t> sending(members, 0), receiving(members, 0), sent(members, 0), got(members, 0);
   std::vector<Header> theirs(members);
   const size_t total = sizeof(Header) + bytes;
-  // A broadcast carries its payload one way, from the root: the root receives nothing, the
-  // others send nothing and hear from the root alone. One with a detail (a scatter run as a
-  // broadcast) shows every member's header to every other, so that members naming other roots
-  // fail on the spot, both sides, even two that each think they send (and none receives).
+  // A rooted flow carries its payload one way, from the root (broadcast, scatter): the root
+  // receives nothing, the others send nothing and hear from the root alone. One with a detail (a
+  // scatter, or a broadcast a scatter runs as) shows every member's header to every other, so
+  // that members naming other roots fail on the spot, both sides, even two that each think they
+  // send (and none receives).
   const bool headers_everywhere = only_from >= 0 && header.detail != 0;
   const size_t header_only = headers_everywhere ? sizeof(Header) : 0;
   int64_t open = 0;

@@ -1,11 +1,11 @@
 #pragma once
 // A rail's link: one TCP connection between every two members of a rail (one member per host,
 // of equal local index; rail 0 is the hosts' first members, their "leaders"), for the
-// hierarchy's all_reduces, all_gathers and broadcasts between hosts (and, between two hosts, its
-// reduce_scatters). Each member sends its buffer to every other member of the rail and reduces
-// (or, for all_gather, keeps) what it receives, in one round: a small message costs its round
-// trips and thread hand-offs, not its bytes, and Gloo's ring takes several rounds and hands each
-// collective to a thread of its own. Between two hosts one round is also what the bytes need
+// hierarchy's all_reduces, all_gathers, broadcasts and scatters between hosts (and, between two
+// hosts, its reduce_scatters). Each member sends its buffer to every other member of the rail and
+// reduces (or, for all_gather, keeps) what it receives, in one round: a small message costs its
+// round trips and thread hand-offs, not its bytes, and Gloo's ring takes several rounds and hands
+// each collective to a thread of its own. Between two hosts one round is also what the bytes need
 // (each side sends its buffer once, as a ring would), so large messages use it too: sent from
 // the caller's buffer in windows of at most 8 MiB, received into buffers kept across
 // collectives (a window each), and reduced in place as the bytes arrive. An all_gather's blocks
@@ -98,9 +98,15 @@ class RailLink {
   // A broadcast with a detail to compare (StepDetail::current(): a scatter run as one) shows
   // every member's header to every other as well, the payload still going from the root alone:
   // members naming other roots fail on the spot, even two that each think they send. The
-  // hierarchy's rails off the root's call this instead (`buffer` as big as the broadcast's),
+  // hierarchy's rails off the root's call this instead (`bytes`: the root rail's payload),
   // exchanging headers only, so that a disagreement between hosts fails on every rail.
-  void compare_broadcast(const at::Tensor& buffer);
+  void compare_rooted(size_t bytes);
+
+  // The member at position `root` sends `sends[p]` (contiguous, one size) to the member at
+  // position p, for every other position (its own entry is not read), which receives it straight
+  // into `receive` (contiguous, as many bytes; the root's is not touched): a scatter's step between
+  // hosts, in one round. Headers go everywhere as in a broadcast with a detail.
+  void scatter(const std::vector<at::Tensor>& sends, const at::Tensor& receive, int64_t root);
 
   // Each member sends `sends[p]` to the member at position p and receives that member's part
   // for it into `receives[p]`, for every other position p (contiguous tensors of one size and
@@ -122,14 +128,15 @@ class RailLink {
   // the exchange has brought them.
   void reduce_in_host_order(const at::Tensor& buffer, ReduceOp op);
   // Sends and receives until every peer has every byte, calling `received_up_to(bytes)` as the
-  // payload both sent to and received from every peer grows. Peer p's payload lands in
-  // `receive_into[p]` (as many bytes as `buffer`) when given, else in its inbox. `only_from` >= 0:
-  // a broadcast from that position instead, which sends to every other member, and they
-  // receive from it alone (with a detail, every member also sends its header to every other;
-  // a position no member has: headers alone). `send_from[p]`, when given, is what peer p gets (as
-  // many bytes as `buffer`) instead of `buffer`. `begun`: an all_reduce's exchange begun in the
-  // call (its number, and what has gone to each peer), finished from there.
-  void exchange(const at::Tensor& buffer, const std::function<void(size_t)>& received_up_to,
+  // payload both sent to and received from every peer grows. `payload` is this member's (`bytes`
+  // of it, one size on every member). Peer p's payload lands in `receive_into[p]` when given,
+  // else in its inbox. `only_from` >= 0: a broadcast or scatter from that position instead, which
+  // sends to every other member, and they receive from it alone (with a detail, every member
+  // also sends its header to every other; a position no member has: headers alone).
+  // `send_from[p]`, when given, is what peer p gets instead of `payload`. `begun`: an
+  // all_reduce's exchange begun in the call (its number, and what has gone to each peer),
+  // finished from there.
+  void exchange(char* payload, size_t bytes, const std::function<void(size_t)>& received_up_to,
                 const std::vector<char*>& receive_into = {}, int64_t only_from = -1,
                 const std::vector<char*>& send_from = {}, BegunExchange* begun = nullptr);
 

@@ -148,8 +148,9 @@ def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
                 if why:
                     failures.append(f"{what} all_gather: {why}")
                 # gather runs as the all_gather (the root keeps it; the others get zeros), and
-                # scatter as the broadcast (each member keeps its block), up to their sizes; to
-                # and from every member in turn.
+                # scatter as the broadcast (each member keeps its block), up to their sizes;
+                # above, a scatter goes along the root's rail (members numbered host by host) or
+                # straight over the hosts' link; to and from every member in turn.
                 for root in range(n):
                     got = funcol.scatter(blocks[me], root, members, tag).wait()
                     why = mismatch(got, blocks[root].chunk(n)[me], True)
@@ -200,6 +201,14 @@ def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
             why = mismatch(got, reduced if me == n - 1 else torch.zeros_like(reduced), True)
             if why:
                 failures.append(f"rank {rank} {tag} {dtype} x{numel} reduce: {why}")
+        # Above 16 MiB of input a scatter leaves the links for Gloo's scatter.
+        numel = (16 << 20) // (4 * n) + 1
+        whole = make_input(members[n - 1], (n * numel,), torch.float32, salt=5)
+        mine = whole if me == n - 1 else torch.empty_like(whole)
+        got = funcol.scatter(mine, n - 1, members, tag).wait()
+        why = mismatch(got, whole.chunk(n)[me], True)
+        if why:
+            failures.append(f"rank {rank} {tag} x{numel} scatter above 16 MiB: {why}")
     return failures
 
 
@@ -392,6 +401,11 @@ def roots_disagree(rank: int, hosts: list[int]) -> dict[str, object]:
         "large reduce": lambda tag: funcol.reduce(large, "sum", across, world, tag),
         "gather": lambda tag: funcol.gather(x, across, world, tag),
         "scatter": lambda tag: funcol.scatter(torch.ones(64 * len(world)), across, world, tag),
+        # Above 256 KiB of input, along the root's rail alone (its payload one way); the other
+        # rails exchange headers.
+        "large scatter": lambda tag: funcol.scatter(
+            torch.ones((1 << 17) * len(world)), across, world, tag
+        ),
     }
 
     def first_line(error: RuntimeError) -> str:
