@@ -217,6 +217,24 @@ at::Tensor concatenated(Communicator& comm, const std::vector<at::Tensor>& tenso
   return packed;
 }
 
+at::Tensor read_end_to_end(Communicator& comm, const std::vector<at::Tensor>& tensors,
+                           const at::Tensor& like) {
+  bool adjacent = !tensors.empty();
+  for (size_t i = 0; adjacent && i < tensors.size(); ++i) {
+    const at::Tensor& tensor = tensors[i];
+    adjacent = tensor.is_contiguous() && tensor.scalar_type() == tensors[0].scalar_type() &&
+               tensor.device() == tensors[0].device() &&
+               tensor.storage().is_alias_of(tensors[0].storage()) &&
+               (i == 0 || static_cast<const char*>(tensor.const_data_ptr()) ==
+                              static_cast<const char*>(tensors[i - 1].const_data_ptr()) +
+                                  tensors[i - 1].nbytes());
+  }
+  if (!adjacent) {
+    return concatenated(comm, tensors, like);
+  }
+  return tensors[0].as_strided({total_numel(tensors)}, {1}, tensors[0].storage_offset());
+}
+
 at::Tensor staging_buffer(Communicator& comm, int64_t numel, const at::Tensor& like) {
   return comm.new_output({numel}, like.options());
 }

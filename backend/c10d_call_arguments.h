@@ -78,6 +78,12 @@ std::vector<int64_t> row_splits(std::string_view op, std::vector<int64_t> sizes,
 at::Tensor concatenated(Communicator& comm, const std::vector<at::Tensor>& tensors,
                         const at::Tensor& like);
 
+// The tensors end to end as one flat tensor that only reads them: where they are contiguous views
+// of one storage, each starting where the one before ends (`list(x.chunk(n))`), a view over them
+// (no copy; a classic call's caller leaves its inputs alone until the wait), else concatenated.
+at::Tensor read_end_to_end(Communicator& comm, const std::vector<at::Tensor>& tensors,
+                           const at::Tensor& like);
+
 // A flat staging buffer of `numel` elements like `like`, from `comm` (see concatenated).
 at::Tensor staging_buffer(Communicator& comm, int64_t numel, const at::Tensor& like);
 

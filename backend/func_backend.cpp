@@ -234,7 +234,7 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::scatter(std::vector<at::Tensor>& out
       root_list(kOp, inputs, output, "input", is_root, options_.size);
   auto comm = communicator(output.device(), kOp);
   const at::Tensor packed =
-      is_root ? concatenated(*comm, pieces, output) : at::empty({0}, output.options());
+      is_root ? read_end_to_end(*comm, pieces, output) : at::empty({0}, output.options());
   at::Tensor buffer = flat(output, /*fill=*/false);
   auto done = settle(comm->scatter(buffer, packed, opts.rootRank), {{output, buffer}});
   return work(c10d::OpType::SCATTER, kOp, comm, done, outputs, opts.timeout);

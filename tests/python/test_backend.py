@@ -293,6 +293,23 @@ def body_large_list_forms(rank: int, world_size: int) -> list[str]:
     out = torch.empty(rows)
     dist.scatter(out, every if rank == root else None, src=root)
     check.same("scatter (list)", out, every[rank])
+    # Chunks of one tensor in order are sent from that tensor as it is (no packed copy); the same
+    # chunks out of order, or every other row of it, are packed.
+    chunks = list(stacked.chunk(world_size))
+    strided = torch.stack([stacked, -stacked], 1)[:, 0]  # = stacked, every other element of one
+    for what, pieces in (
+        ("chunks", chunks),
+        ("chunks reversed", chunks[::-1]),
+        ("strided chunks", list(strided.chunk(world_size))),
+    ):
+        out = torch.empty(rows)
+        drawn = private_blocks_of_world()
+        dist.scatter(out, pieces if rank == root else None, src=root)
+        check.same(f"scatter ({what})", out, pieces[rank])
+        drawn = None if drawn is None else private_blocks_of_world() - drawn
+        if rank == root and drawn is not None and (drawn == 0) != (what == "chunks"):
+            check.failures.append(f"rank {rank}: scatter ({what}) drew {drawn} packed buffers")
+    check.same("scatter's input untouched", stacked, torch.cat(every))
     blocks = [  # rank r sends blocks[r][j], of rows + j elements, to rank j
         [make_input(r * 100 + j, (rows + j,), torch.float32, 10) for j in range(world_size)]
         for r in range(world_size)
