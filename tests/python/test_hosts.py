@@ -161,10 +161,10 @@ def test_rooted_collectives_whose_members_name_other_roots_fail_on_every_rank(
     # which would compute with any root: the root is part of what the members compare (inside
     # a host in shared memory, between hosts in each message of the rails' links), so members
     # that disagree raise, each of them, in the call, well before the timeout, where Gloo's
-    # pairs time out. A scatter runs as a broadcast (a large one along the root's rail), whose
-    # step between hosts carries a payload one way only: there every member shows its header to
-    # every other (the rails off the root's one too), so two members that both think they send
-    # fail in the call instead of returning the wrong blocks.
+    # pairs time out. A scatter runs as a broadcast (a large scatter or gather along the root's
+    # rail), whose step between hosts carries a payload one way only: there every member shows
+    # its header to every other (the rails off the root's one too), so two members that both
+    # think they send (or receive) fail in the call instead of returning the wrong blocks.
     # Between three hosts a large reduce's rails run Gloo's ring, which compares nothing: the
     # rails' links compare the root before it.
     hosts_of = [h for h in range(hosts_count) for _ in range(per_host)]

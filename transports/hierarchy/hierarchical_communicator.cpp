@@ -8,7 +8,7 @@
 #include "transports/hierarchy/host_placement.h"
 #include "transports/hierarchy/host_spanning_communicator.h"
 #include "transports/hierarchy/rail_link.h"
-#include "transports/hierarchy/scatter_through_rail.h"
+#include "transports/hierarchy/rooted_through_rail.h"
 #include "transports/hierarchy/two_step_all_to_all.h"
 #include "transports/reduction_staging.h"
 #include "transports/roll_call.h"
@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 namespace c10d_func {
@@ -275,20 +276,40 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
   // (HostSpanningCommunicator).
   bool runs_rooted_as_collectives() const override { return even_; }
 
-  // Above that, a scatter up to kScatterOverLinksBytes of input on even hosts numbered host by
-  // host sends each other host its members' blocks in one message along the root's rail
-  // (scatter_through_rail.h); larger, Gloo's scatter (HostSpanningCommunicator says why).
+  // Above that, a scatter up to kScatterOverLinksBytes of input and a gather of any size, on
+  // even hosts numbered host by host, send each other host's members' blocks in one message
+  // along the root's rail (rooted_through_rail.h); a larger scatter, Gloo's
+  // (HostSpanningCommunicator says why).
   Completion scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
-    const int64_t bytes = size() * output.nbytes();
-    if (!even_ || !placement_.host_major || !rail_link_ || bytes <= kScatterAsBroadcastBytes ||
-        bytes > kScatterOverLinksBytes || !output.is_contiguous() ||
-        (rank_ == root && !input.is_contiguous())) {
-      return HostSpanningCommunicator::scatter(output, input, root);
+    if (fits_rail(output, input, root, kScatterAsBroadcastBytes, kScatterOverLinksBytes)) {
+      return through_rail("scatter", &scatter_through_rail, output, input, root, output);
     }
-    StepDetail agreed(StepDetail::of_root("scatter", root));  // members naming other roots fail
-    return submit(bytes, [this, output, input, root] {
+    return HostSpanningCommunicator::scatter(output, input, root);
+  }
+  Completion gather(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
+    if (fits_rail(input, output, root, kGatherAsAllGatherBytes,
+                  std::numeric_limits<int64_t>::max())) {
+      return through_rail("gather", &gather_through_rail, output, input, root, input);
+    }
+    return HostSpanningCommunicator::gather(output, input, root);
+  }
+  // Whether a rooted collective whose members' blocks are `block` (`whole` on the root: all of
+  // them) goes along the root's rail: even hosts numbered host by host, contiguous tensors, more
+  // than `above` bytes in all and at most `up_to`.
+  bool fits_rail(const at::Tensor& block, const at::Tensor& whole, int64_t root, int64_t above,
+                 int64_t up_to) const {
+    const int64_t bytes = size() * block.nbytes();
+    return even_ && placement_.host_major && rail_link_ && bytes > above && bytes <= up_to &&
+           block.is_contiguous() && (rank_ != root || whole.is_contiguous());
+  }
+  using RootedStep = void (*)(const at::Tensor&, const at::Tensor&, int64_t, const HostPlacement&,
+                              int64_t, Communicator&, RailLink&);
+  Completion through_rail(const char* op, RootedStep step, const at::Tensor& output,
+                          const at::Tensor& input, int64_t root, const at::Tensor& block) {
+    StepDetail agreed(StepDetail::of_root(op, root));  // members naming other roots fail
+    return submit(size() * block.nbytes(), [this, step, output, input, root] {
       at::AutoDispatchBelowADInplaceOrView below;
-      scatter_through_rail(output, input, root, placement_, rank_, *local_, *rail_link_);
+      step(output, input, root, placement_, rank_, *local_, *rail_link_);
     });
   }
 

@@ -52,7 +52,7 @@ class HostSpanningCommunicator : public Communicator {
   // kScatterAsBroadcastBytes: the whole input to every member, each keeping its block. Larger,
   // the all_gather moves the bytes both ways and the broadcast every block to every host, where
   // Gloo's gather and scatter move each block once, towards or from the root (a derived
-  // communicator may send a large scatter's blocks over its links instead).
+  // communicator may send a large scatter's or gather's blocks over its links instead).
   Completion gather(const at::Tensor& output, const at::Tensor& input, int64_t root) override;
   Completion scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) override;
 
@@ -70,6 +70,11 @@ class HostSpanningCommunicator : public Communicator {
   // 19.5 against 18.5, 64 MiB 40.2 against 39.2 (2 x 1: 4 MiB 1.8 against 2.4, 16 MiB 8.4
   // against 8.8, 64 MiB 40.1 against 36.1). Above 16 MiB the host's step after the link, in
   // series, and one TCP stream where Gloo's pairs run one per member cost more than they save.
+  // A gather larger than kGatherAsAllGatherBytes goes over the links at every size: its host
+  // step runs before the link, and Gloo's gather slows from 32 MiB (measured 2026-11-29, 2 x 2
+  // back to back: 2 MiB 1.7 against Gloo through c10d_func 2.6 ms, 16 MiB 10.2-10.5 against
+  // 13.7-14.1, 32 MiB 19.9 against 34.0, 64 MiB 41.6 against 65.7 (classic Gloo 53.5); 2 x 1:
+  // 8 MiB 3.9 against 4.8, 64 MiB 36.9 against 58.0).
   static constexpr int64_t kScatterOverLinksBytes = int64_t{16} << 20;
 
  protected:

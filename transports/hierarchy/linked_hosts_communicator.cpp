@@ -101,6 +101,26 @@ class LinkedHostsCommunicator final : public HostSpanningCommunicator {
       output.view(-1).copy_(blocks[root]);
     });
   }
+  // Likewise a gather of any size above that: each member's block straight into the root's
+  // output (HostSpanningCommunicator says why).
+  Completion gather(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
+    const int64_t bytes = size() * input.nbytes();
+    if (bytes <= kGatherAsAllGatherBytes || !input.is_contiguous() ||
+        (rank_ == root && !output.is_contiguous())) {
+      return HostSpanningCommunicator::gather(output, input, root);
+    }
+    StepDetail agreed(StepDetail::of_root("gather", root));  // members naming other roots fail
+    return steps_.submit([this, output, input, root] {
+      at::AutoDispatchBelowADInplaceOrView below;
+      if (rank_ != root) {
+        link_->gather(input.view(-1), {}, root);
+        return;
+      }
+      const std::vector<at::Tensor> blocks = output.view({size(), -1}).unbind(0);
+      blocks[root].copy_(input.view(-1));
+      link_->gather(at::Tensor(), blocks, root);
+    });
+  }
 
   Completion all_gather(const at::Tensor& output, const at::Tensor& input) override {
     if (input.numel() == 0) {

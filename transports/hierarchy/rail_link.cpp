@@ -80,7 +80,7 @@ void RailLink::fold_from_peer(const at::Tensor& window, const at::Tensor& into, 
     return;
   }
   // What went out is the begun copy; `into` is still what it was when begun.
-  exchange(data_of(window), window.nbytes(), fold, {}, -1,
+  exchange(data_of(window), window.nbytes(), fold, {}, {},
            std::vector<char*>(2, begun->payload.data()), begun);
 }
 
@@ -167,7 +167,7 @@ void RailLink::finish_all_reduce(BegunExchange& begun, const at::Tensor& buffer,
     return;
   }
   exchange(
-      data_of(buffer), buffer.nbytes(), [](size_t) {}, {}, -1,
+      data_of(buffer), buffer.nbytes(), [](size_t) {}, {}, {},
       std::vector<char*>(sockets_.size(), begun.payload.data()), &begun);
   reduce_in_host_order(buffer, op);
 }
@@ -209,7 +209,7 @@ void RailLink::broadcast(const at::Tensor& buffer, int64_t root) {
   std::vector<char*> into(sockets_.size(), nullptr);
   into[root] = data_of(buffer);
   exchange(
-      data_of(buffer), buffer.nbytes(), [](size_t) {}, into, root);
+      data_of(buffer), buffer.nbytes(), [](size_t) {}, into, RootedFlow{root});
 }
 
 void RailLink::scatter(const std::vector<at::Tensor>& sends, const at::Tensor& receive,
@@ -234,14 +234,40 @@ void RailLink::scatter(const std::vector<at::Tensor>& sends, const at::Tensor& r
     into[root] = data_of(receive);
   }
   exchange(
-      position_ == root ? from[any_peer] : into[root], bytes, [](size_t) {}, into, root, from);
+      position_ == root ? from[any_peer] : into[root], bytes, [](size_t) {}, into, RootedFlow{root},
+      from);
+}
+
+void RailLink::gather(const at::Tensor& send, const std::vector<at::Tensor>& receives,
+                      int64_t root) {
+  TORCH_INTERNAL_ASSERT(root >= 0 && root < size() && size() > 1, "rail link: gather to position ",
+                        root, " of ", size());
+  std::vector<char*> into(sockets_.size(), nullptr);
+  size_t bytes = 0;
+  if (position_ == root) {
+    TORCH_INTERNAL_ASSERT(static_cast<int64_t>(receives.size()) == size(), "rail link: gather of ",
+                          receives.size(), " parts between ", size());
+    bytes = receives[root == 0 ? 1 : 0].nbytes();
+    for (int64_t p = 0; p < size(); ++p) {
+      TORCH_INTERNAL_ASSERT(
+          p == root || (receives[p].is_contiguous() && receives[p].nbytes() == bytes),
+          "rail link: gather parts of different sizes");
+      into[p] = p == root ? nullptr : data_of(receives[p]);
+    }
+  } else {
+    TORCH_INTERNAL_ASSERT(send.is_contiguous(), "rail link: gather from a strided tensor");
+    bytes = send.nbytes();
+  }
+  exchange(
+      position_ == root ? nullptr : data_of(send), bytes, [](size_t) {}, into,
+      RootedFlow{root, /*to_root=*/true});
 }
 
 void RailLink::compare_rooted(size_t bytes) {
   TORCH_INTERNAL_ASSERT(StepDetail::current() != 0,
                         "rail link: a rooted step's comparison without a detail to compare");
   exchange(
-      nullptr, bytes, [](size_t) {}, {}, size());
+      nullptr, bytes, [](size_t) {}, {}, RootedFlow{size()});
 }
 
 void RailLink::all_to_all(const std::vector<at::Tensor>& sends,
@@ -263,12 +289,12 @@ void RailLink::all_to_all(const std::vector<at::Tensor>& sends,
     into[p] = data_of(receives[p]);
   }
   exchange(
-      data_of(sends[peer]), sends[peer].nbytes(), [](size_t) {}, into, -1, from);
+      data_of(sends[peer]), sends[peer].nbytes(), [](size_t) {}, into, {}, from);
 }
 
 void RailLink::exchange(char* payload, size_t bytes,
                         const std::function<void(size_t)>& received_up_to,
-                        const std::vector<char*>& receive_into, int64_t only_from,
+                        const std::vector<char*>& receive_into, RootedFlow rooted,
                         const std::vector<char*>& send_from, BegunExchange* begun) {
   const int64_t members = size();
   const Header header = begun != nullptr ? Header{begun->collective, bytes, begun->detail}
@@ -278,20 +304,21 @@ void RailLink::exchange(char* payload, size_t bytes,
   std::vector<size_t> sending(members, 0), receiving(members, 0), sent(members, 0), got(members, 0);
   std::vector<Header> theirs(members);
   const size_t total = sizeof(Header) + bytes;
-  // A rooted flow carries its payload one way, from the root (broadcast, scatter): the root
-  // receives nothing, the others send nothing and hear from the root alone. One with a detail (a
-  // scatter, or a broadcast a scatter runs as) shows every member's header to every other, so
-  // that members naming other roots fail on the spot, both sides, even two that each think they
-  // send (and none receives).
-  const bool headers_everywhere = only_from >= 0 && header.detail != 0;
+  // A rooted flow carries its payload one way: from the root (broadcast, scatter), which
+  // receives nothing while the others send nothing and hear from it alone, or to the root
+  // (gather), which sends nothing while the others send to it alone. One with a detail (a
+  // scatter or gather, or a broadcast a scatter runs as) shows every member's header to every
+  // other, so that members naming other roots fail on the spot, both sides, even two that each
+  // think they send (and none receives).
+  const bool headers_everywhere = rooted.root >= 0 && header.detail != 0;
   const size_t header_only = headers_everywhere ? sizeof(Header) : 0;
   int64_t open = 0;
   for (int64_t p = 0; p < members; ++p) {
     if (p == position_) {
       continue;
     }
-    const bool sends = only_from < 0 || position_ == only_from;
-    const bool receives = only_from < 0 || p == only_from;
+    const bool sends = rooted.root < 0 || (rooted.to_root ? p : position_) == rooted.root;
+    const bool receives = rooted.root < 0 || (rooted.to_root ? position_ : p) == rooted.root;
     sending[p] = sends ? total : header_only;
     receiving[p] = receives ? total : header_only;
     sent[p] = begun != nullptr ? begun->sent[p] : 0;

@@ -1,13 +1,13 @@
 #pragma once
 // A rail's link: one TCP connection between every two members of a rail (one member per host,
 // of equal local index; rail 0 is the hosts' first members, their "leaders"), for the
-// hierarchy's all_reduces, all_gathers, broadcasts and scatters between hosts (and, between two
-// hosts, its reduce_scatters). Each member sends its buffer to every other member of the rail and
-// reduces (or, for all_gather, keeps) what it receives, in one round: a small message costs its
-// round trips and thread hand-offs, not its bytes, and Gloo's ring takes several rounds and hands
-// each collective to a thread of its own. Between two hosts one round is also what the bytes need
-// (each side sends its buffer once, as a ring would), so large messages use it too: sent from
-// the caller's buffer in windows of at most 8 MiB, received into buffers kept across
+// hierarchy's all_reduces, all_gathers, broadcasts, scatters and gathers between hosts (and,
+// between two hosts, its reduce_scatters). Each member sends its buffer to every other member of
+// the rail and reduces (or, for all_gather, keeps) what it receives, in one round: a small message
+// costs its round trips and thread hand-offs, not its bytes, and Gloo's ring takes several rounds
+// and hands each collective to a thread of its own. Between two hosts one round is also what the
+// bytes need (each side sends its buffer once, as a ring would), so large messages use it too: sent
+// from the caller's buffer in windows of at most 8 MiB, received into buffers kept across
 // collectives (a window each), and reduced in place as the bytes arrive. An all_gather's blocks
 // are received straight into the caller's rows, at any size.
 //
@@ -38,6 +38,13 @@ struct BegunExchange {
   std::vector<size_t> sent;   // per position: the bytes of header and payload gone to it
   // Every peer has this member's whole part: none needs this member's thread to finish.
   bool all_sent() const;
+};
+
+// Which way an exchange's payload goes (RailLink::exchange): every way, or one way between a
+// root and every other member.
+struct RootedFlow {
+  int64_t root = -1;     // -1: every member sends to and receives from every other
+  bool to_root = false;  // from every other member to the root (gather), else from the root
 };
 
 class RailLink {
@@ -108,6 +115,11 @@ class RailLink {
   // hosts, in one round. Headers go everywhere as in a broadcast with a detail.
   void scatter(const std::vector<at::Tensor>& sends, const at::Tensor& receive, int64_t root);
 
+  // Every member but the one at position `root` sends `send` (contiguous, one size) to it, which
+  // receives member p's straight into `receives[p]` (contiguous, as many bytes; its own entry is
+  // not touched): a gather's step between hosts, in one round. Headers go everywhere.
+  void gather(const at::Tensor& send, const std::vector<at::Tensor>& receives, int64_t root);
+
   // Each member sends `sends[p]` to the member at position p and receives that member's part
   // for it into `receives[p]`, for every other position p (contiguous tensors of one size and
   // dtype, on every member; the own position's entries are not touched): an all_to_all's step
@@ -130,14 +142,13 @@ class RailLink {
   // Sends and receives until every peer has every byte, calling `received_up_to(bytes)` as the
   // payload both sent to and received from every peer grows. `payload` is this member's (`bytes`
   // of it, one size on every member). Peer p's payload lands in `receive_into[p]` when given,
-  // else in its inbox. `only_from` >= 0: a broadcast or scatter from that position instead, which
-  // sends to every other member, and they receive from it alone (with a detail, every member
-  // also sends its header to every other; a position no member has: headers alone).
-  // `send_from[p]`, when given, is what peer p gets instead of `payload`. `begun`: an
-  // all_reduce's exchange begun in the call (its number, and what has gone to each peer),
-  // finished from there.
+  // else in its inbox. `rooted` (RootedFlow): a payload one way, between one position and every
+  // other (with a detail, every member also sends its header to every other; a position no member
+  // has: headers alone). `send_from[p]`, when given, is what peer p gets instead of `payload`.
+  // `begun`: an all_reduce's exchange begun in the call (its number, and what has gone to each
+  // peer), finished from there.
   void exchange(char* payload, size_t bytes, const std::function<void(size_t)>& received_up_to,
-                const std::vector<char*>& receive_into = {}, int64_t only_from = -1,
+                const std::vector<char*>& receive_into = {}, RootedFlow rooted = {},
                 const std::vector<char*>& send_from = {}, BegunExchange* begun = nullptr);
 
   int64_t position_;              // this member's index in the rail (its host's)

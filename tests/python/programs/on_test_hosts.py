@@ -201,7 +201,8 @@ def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
             why = mismatch(got, reduced if me == n - 1 else torch.zeros_like(reduced), True)
             if why:
                 failures.append(f"rank {rank} {tag} {dtype} x{numel} reduce: {why}")
-        # Above 16 MiB of input a scatter leaves the links for Gloo's scatter.
+        # Above 16 MiB of input a scatter leaves the links for Gloo's; a gather of as much output
+        # stays on them.
         numel = (16 << 20) // (4 * n) + 1
         whole = make_input(members[n - 1], (n * numel,), torch.float32, salt=5)
         mine = whole if me == n - 1 else torch.empty_like(whole)
@@ -209,6 +210,10 @@ def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
         why = mismatch(got, whole.chunk(n)[me], True)
         if why:
             failures.append(f"rank {rank} {tag} x{numel} scatter above 16 MiB: {why}")
+        got = funcol.gather(whole.chunk(n)[me], n - 1, members, tag).wait()
+        why = mismatch(got, whole if me == n - 1 else torch.zeros_like(whole), True)
+        if why:
+            failures.append(f"rank {rank} {tag} x{numel} gather of 16 MiB and more: {why}")
     return failures
 
 
@@ -401,11 +406,12 @@ def roots_disagree(rank: int, hosts: list[int]) -> dict[str, object]:
         "large reduce": lambda tag: funcol.reduce(large, "sum", across, world, tag),
         "gather": lambda tag: funcol.gather(x, across, world, tag),
         "scatter": lambda tag: funcol.scatter(torch.ones(64 * len(world)), across, world, tag),
-        # Above 256 KiB of input, along the root's rail alone (its payload one way); the other
-        # rails exchange headers.
+        # Above 256 KiB of input (1 MiB of output), along the root's rail alone (its payload
+        # one way); the other rails exchange headers.
         "large scatter": lambda tag: funcol.scatter(
             torch.ones((1 << 17) * len(world)), across, world, tag
         ),
+        "large gather": lambda tag: funcol.gather(torch.ones(1 << 19), across, world, tag),
     }
 
     def first_line(error: RuntimeError) -> str:
