@@ -217,8 +217,7 @@ at::Tensor concatenated(Communicator& comm, const std::vector<at::Tensor>& tenso
   return packed;
 }
 
-at::Tensor read_end_to_end(Communicator& comm, const std::vector<at::Tensor>& tensors,
-                           const at::Tensor& like) {
+std::optional<at::Tensor> end_to_end_view(const std::vector<at::Tensor>& tensors) {
   bool adjacent = !tensors.empty();
   for (size_t i = 0; adjacent && i < tensors.size(); ++i) {
     const at::Tensor& tensor = tensors[i];
@@ -230,9 +229,25 @@ at::Tensor read_end_to_end(Communicator& comm, const std::vector<at::Tensor>& te
                                   tensors[i - 1].nbytes());
   }
   if (!adjacent) {
-    return concatenated(comm, tensors, like);
+    return std::nullopt;
   }
   return tensors[0].as_strided({total_numel(tensors)}, {1}, tensors[0].storage_offset());
+}
+
+at::Tensor read_end_to_end(Communicator& comm, const std::vector<at::Tensor>& tensors,
+                           const at::Tensor& like) {
+  std::optional<at::Tensor> view = end_to_end_view(tensors);
+  return view ? *view : concatenated(comm, tensors, like);
+}
+
+at::Tensor write_end_to_end(Communicator& comm, std::vector<at::Tensor>& targets, int64_t numel,
+                            const at::Tensor& like) {
+  std::optional<at::Tensor> view = end_to_end_view(targets);
+  if (view && view->numel() == numel) {
+    targets.clear();
+    return *view;
+  }
+  return staging_buffer(comm, numel, like);
 }
 
 at::Tensor staging_buffer(Communicator& comm, int64_t numel, const at::Tensor& like) {

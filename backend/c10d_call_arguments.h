@@ -14,6 +14,7 @@
 #include "transports/communicator.h"
 #include "transports/reduce_op.h"
 
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -78,11 +79,20 @@ std::vector<int64_t> row_splits(std::string_view op, std::vector<int64_t> sizes,
 at::Tensor concatenated(Communicator& comm, const std::vector<at::Tensor>& tensors,
                         const at::Tensor& like);
 
-// The tensors end to end as one flat tensor that only reads them: where they are contiguous views
-// of one storage, each starting where the one before ends (`list(x.chunk(n))`), a view over them
-// (no copy; a classic call's caller leaves its inputs alone until the wait), else concatenated.
+// Where the tensors are contiguous views of one storage, each starting where the one before ends
+// (`list(x.chunk(n))`), one flat view over them all; else nothing.
+std::optional<at::Tensor> end_to_end_view(const std::vector<at::Tensor>& tensors);
+
+// The tensors end to end as one flat tensor that only reads them: end_to_end_view's (no copy; a
+// classic call's caller leaves its inputs alone until the wait), else concatenated.
 at::Tensor read_end_to_end(Communicator& comm, const std::vector<at::Tensor>& tensors,
                            const at::Tensor& like);
+
+// Where a collective writing `numel` elements end to end into `targets` writes them: their
+// end_to_end_view, which they then hold with no copy (`targets` is emptied), else a staging
+// buffer of `comm` to scatter_into them.
+at::Tensor write_end_to_end(Communicator& comm, std::vector<at::Tensor>& targets, int64_t numel,
+                            const at::Tensor& like);
 
 // A flat staging buffer of `numel` elements like `like`, from `comm` (see concatenated).
 at::Tensor staging_buffer(Communicator& comm, int64_t numel, const at::Tensor& like);

@@ -140,8 +140,9 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::allgather(std::vector<std::vector<at
     check_like(kOp, outputs[0][i], input, "output_tensors", input.numel(), i);
   }
   auto comm = communicator(input.device(), kOp);
-  at::Tensor gathered = staging_buffer(*comm, options_.size * input.numel(), input);
-  auto done = scatter_into(comm->all_gather(gathered, flat(input, true)), gathered, outputs[0]);
+  std::vector<at::Tensor> targets = outputs[0];
+  at::Tensor gathered = write_end_to_end(*comm, targets, options_.size * input.numel(), input);
+  auto done = scatter_into(comm->all_gather(gathered, flat(input, true)), gathered, targets);
   return work(c10d::OpType::ALLGATHER, kOp, comm, done, outputs[0], opts.timeout);
 }
 
@@ -213,13 +214,16 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::gather(std::vector<std::vector<at::T
   const at::Tensor& input =
       single(kOp, inputs, "input_tensors", "requires a single-element input tensor list");
   const bool is_root = opts.rootRank == options_.rank;
-  const std::vector<at::Tensor> targets =
+  const std::vector<at::Tensor> outputs_of_root =
       root_list(kOp, outputs, input, "output", is_root, options_.size);
   auto comm = communicator(input.device(), kOp);
-  at::Tensor gathered = staging_buffer(*comm, is_root ? options_.size * input.numel() : 0, input);
+  std::vector<at::Tensor> targets = outputs_of_root;
+  at::Tensor gathered = is_root
+                            ? write_end_to_end(*comm, targets, options_.size * input.numel(), input)
+                            : staging_buffer(*comm, 0, input);
   auto done =
       scatter_into(comm->gather(gathered, flat(input, true), opts.rootRank), gathered, targets);
-  return work(c10d::OpType::GATHER, kOp, comm, done, targets, opts.timeout);
+  return work(c10d::OpType::GATHER, kOp, comm, done, outputs_of_root, opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> FuncBackend::scatter(std::vector<at::Tensor>& outputs,

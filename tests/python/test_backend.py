@@ -293,22 +293,42 @@ def body_large_list_forms(rank: int, world_size: int) -> list[str]:
     out = torch.empty(rows)
     dist.scatter(out, every if rank == root else None, src=root)
     check.same("scatter (list)", out, every[rank])
-    # Chunks of one tensor in order are sent from that tensor as it is (no packed copy); the same
-    # chunks out of order, or every other row of it, are packed.
-    chunks = list(stacked.chunk(world_size))
-    strided = torch.stack([stacked, -stacked], 1)[:, 0]  # = stacked, every other element of one
-    for what, pieces in (
-        ("chunks", chunks),
-        ("chunks reversed", chunks[::-1]),
-        ("strided chunks", list(strided.chunk(world_size))),
-    ):
+
+    # A list of in-order chunks of one tensor is read (scatter's) or written (gather's and
+    # all_gather's, the own block given in place) as that tensor, with no packed buffer; the same
+    # chunks out of order, or strided, are packed.
+    def forms(base: torch.Tensor) -> dict[str, list[torch.Tensor]]:
+        chunks = list(base.chunk(world_size))
+        strided = torch.stack([base, base], 1)[:, 0]  # base's values, every other element
+        return {
+            "chunks": chunks,
+            "chunks reversed": chunks[::-1],
+            "strided chunks": list(strided.chunk(world_size)),
+        }
+
+    def drawn_by(what: str, counted: bool, call, *args, **kwargs) -> None:
+        before = private_blocks_of_world()
+        call(*args, **kwargs)
+        if before is None or not counted:
+            return
+        drawn = private_blocks_of_world() - before
+        if (drawn == 0) != what.endswith("(chunks)"):
+            check.failures.append(f"rank {rank}: {what} drew {drawn} packed buffers")
+
+    for what, pieces in forms(stacked).items():
         out = torch.empty(rows)
-        drawn = private_blocks_of_world()
-        dist.scatter(out, pieces if rank == root else None, src=root)
+        root_list = pieces if rank == root else None
+        drawn_by(f"scatter ({what})", rank == root, dist.scatter, out, root_list, src=root)
         check.same(f"scatter ({what})", out, pieces[rank])
-        drawn = None if drawn is None else private_blocks_of_world() - drawn
-        if rank == root and drawn is not None and (drawn == 0) != (what == "chunks"):
-            check.failures.append(f"rank {rank}: scatter ({what}) drew {drawn} packed buffers")
+        into = forms(torch.empty_like(stacked))[what]
+        root_list = into if rank == root else None
+        drawn_by(f"gather ({what})", rank == root, dist.gather, mine, root_list, dst=root)
+        if rank == root:
+            check.same(f"gather ({what})", torch.cat(into), stacked)
+        into = forms(torch.empty_like(stacked))[what]
+        into[rank].copy_(every[rank])
+        drawn_by(f"all_gather ({what})", True, dist.all_gather, into, into[rank])
+        check.same(f"all_gather ({what})", torch.cat(into), stacked)
     check.same("scatter's input untouched", stacked, torch.cat(every))
     blocks = [  # rank r sends blocks[r][j], of rows + j elements, to rank j
         [make_input(r * 100 + j, (rows + j,), torch.float32, 10) for j in range(world_size)]
