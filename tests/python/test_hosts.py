@@ -190,6 +190,24 @@ def test_rooted_collectives_whose_members_name_other_roots_fail_on_every_rank(
     assert leftovers == {host: [] for host in range(hosts_count)}, leftovers
 
 
+def test_a_rail_without_its_link_takes_every_member_to_one_path():
+    # One member forms no link (C10D_FUNC_HOST_LINKS=0): its rail runs on Gloo, rail 0 on its
+    # link. Large gathers and scatters span every rail, so every member learns at formation
+    # whether every rail has its link and takes Gloo's path with the others, where choosing by
+    # its own rail would leave the members waiting on two paths until the timeout (20 s here).
+    with TestHosts(2) as hosts:
+        launchers = hosts.launch(
+            "on_test_hosts.py",
+            [2, 2],
+            ["one_rail_unlinked", "0,0,1,1"],
+            env={"C10D_FUNC_TIMEOUT": "20"},
+        )
+        ranks, leftovers = host_results(launchers)
+    for result in rank_results(ranks).values():
+        assert result == {"failures": []}, result
+    assert leftovers == {0: [], 1: []}, leftovers
+
+
 def test_every_collective_compiled_and_packaged_across_hosts(tmp_path_factory):
     # One program with every collective (every_collective.py), its outputs read right after
     # their waits, under inductor's Python wrapper, its C++ wrapper and as an AOTInductor package

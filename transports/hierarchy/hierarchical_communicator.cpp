@@ -280,33 +280,21 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
   // even hosts numbered host by host, send each other host's members' blocks in one message
   // along the root's rail (rooted_through_rail.h); a larger scatter, Gloo's
   // (HostSpanningCommunicator says why).
-  Completion scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
-    if (fits_rail(output, input, root, kScatterAsBroadcastBytes, kScatterOverLinksBytes)) {
-      return through_rail("scatter", &scatter_through_rail, output, input, root, output);
-    }
-    return HostSpanningCommunicator::scatter(output, input, root);
+  bool links_carry_rooted_steps() const override {
+    return even_ && placement_.host_major && rail_link_ != nullptr;
   }
-  Completion gather(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
-    if (fits_rail(input, output, root, kGatherAsAllGatherBytes,
-                  std::numeric_limits<int64_t>::max())) {
-      return through_rail("gather", &gather_through_rail, output, input, root, input);
-    }
-    return HostSpanningCommunicator::gather(output, input, root);
+  Completion scatter_over_links(const at::Tensor& output, const at::Tensor& input,
+                                int64_t root) override {
+    return through_rail(&scatter_through_rail, output, input, root, output);
   }
-  // Whether a rooted collective whose members' blocks are `block` (`whole` on the root: all of
-  // them) goes along the root's rail: even hosts numbered host by host, contiguous tensors, more
-  // than `above` bytes in all and at most `up_to`.
-  bool fits_rail(const at::Tensor& block, const at::Tensor& whole, int64_t root, int64_t above,
-                 int64_t up_to) const {
-    const int64_t bytes = size() * block.nbytes();
-    return even_ && placement_.host_major && rail_link_ && bytes > above && bytes <= up_to &&
-           block.is_contiguous() && (rank_ != root || whole.is_contiguous());
+  Completion gather_over_links(const at::Tensor& output, const at::Tensor& input,
+                               int64_t root) override {
+    return through_rail(&gather_through_rail, output, input, root, input);
   }
   using RootedStep = void (*)(const at::Tensor&, const at::Tensor&, int64_t, const HostPlacement&,
                               int64_t, Communicator&, RailLink&);
-  Completion through_rail(const char* op, RootedStep step, const at::Tensor& output,
-                          const at::Tensor& input, int64_t root, const at::Tensor& block) {
-    StepDetail agreed(StepDetail::of_root(op, root));  // members naming other roots fail
+  Completion through_rail(RootedStep step, const at::Tensor& output, const at::Tensor& input,
+                          int64_t root, const at::Tensor& block) {
     return submit(size() * block.nbytes(), [this, step, output, input, root] {
       at::AutoDispatchBelowADInplaceOrView below;
       step(output, input, root, placement_, rank_, *local_, *rail_link_);

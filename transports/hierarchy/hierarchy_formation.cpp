@@ -60,6 +60,7 @@ std::shared_ptr<Communicator> make_hierarchical(const Rendezvous& rendezvous,
   // Every member forms in the same order: its host, its rail, then everyone.
   std::shared_ptr<Communicator> host, rail;
   std::unique_ptr<RailLink> rail_link;
+  bool on_a_rail = false;  // uneven hosts: only their first members
   if (shares_a_host) {
     const int64_t h = placement.host_of[me];
     const int64_t l = placement.local_index[me];
@@ -70,6 +71,7 @@ std::shared_ptr<Communicator> make_hierarchical(const Rendezvous& rendezvous,
     std::vector<int64_t> rail_members;
     const bool even = placement.even();
     if (even || l == 0) {
+      on_a_rail = true;
       for (const auto& members : placement.hosts) {
         rail_members.push_back(members[l]);
       }
@@ -82,6 +84,19 @@ std::shared_ptr<Communicator> make_hierarchical(const Rendezvous& rendezvous,
           RailLink::connect(sub_rendezvous(rendezvous, "rail_link/" + std::to_string(l) + "/",
                                            rail_members, position, name + "'s link"),
                             name + "'s link");
+    }
+  }
+  // A rail's link only where every rail has one, by every member's agreement: a collective's
+  // steps inside the hosts are cut by the rails' (a rail on Gloo runs an all_reduce in other
+  // pieces than one on its link), and a large gather or scatter spans every rail.
+  if (shares_a_host) {
+    const auto linked = store_all_gather(
+        sub_rendezvous(rendezvous, "rails_linked/", everyone, me, "every member"), "linked",
+        {static_cast<uint8_t>(!on_a_rail || rail_link != nullptr)}, /*max_bytes=*/1);
+    const bool every_rail_linked = std::all_of(
+        linked.begin(), linked.end(), [](const auto& v) { return v == std::vector<uint8_t>{1}; });
+    if (!every_rail_linked) {
+      rail_link.reset();
     }
   }
   auto flat = across_hosts(sub_rendezvous(rendezvous, "flat/", everyone, me, "every member"));

@@ -10,31 +10,69 @@ namespace c10d_func {
 Completion HostSpanningCommunicator::gather(const at::Tensor& output, const at::Tensor& input,
                                             int64_t root) {
   const bool root_here = rank() == root;
-  if (!runs_rooted_as_collectives() || input.numel() == 0 ||
-      size() * input.nbytes() > kGatherAsAllGatherBytes || (root_here && !output.is_contiguous())) {
+  const int64_t bytes = size() * input.nbytes();
+  const bool as_all_gather =
+      runs_rooted_as_collectives() && input.numel() > 0 && bytes <= kGatherAsAllGatherBytes;
+  const bool over_links = links_carry_rooted_steps() && bytes > kGatherAsAllGatherBytes;
+  if (!as_all_gather && !over_links) {
     return flat_->gather(output, input, root);
   }
+  // Both paths take contiguous tensors. A strided one is staged rather than sent to Gloo: every
+  // member takes the path the sizes they share choose, where one choosing by its own layout would
+  // wait on Gloo for members gone the other way.
+  if (root_here && !output.is_contiguous()) {
+    const at::Tensor staged = new_output(output.sizes(), output.options());
+    return then_run(gather(staged, input, root), output, {staged},
+                    [output, staged] { output.copy_(staged); });
+  }
+  const at::Tensor block = input.contiguous();
   StepDetail agreed(StepDetail::of_root("gather", root));  // members naming other roots fail
-  return all_gather(root_here ? output : new_output({size() * input.numel()}, input.options()),
-                    input);
+  if (over_links) {
+    return gather_over_links(output, block, root);
+  }
+  return all_gather(root_here ? output : new_output({size() * block.numel()}, block.options()),
+                    block);
 }
 
 Completion HostSpanningCommunicator::scatter(const at::Tensor& output, const at::Tensor& input,
                                              int64_t root) {
   const bool root_here = rank() == root;
-  if (!runs_rooted_as_collectives() || output.numel() == 0 || !output.is_contiguous() ||
-      size() * output.nbytes() > kScatterAsBroadcastBytes ||
-      (root_here && !input.is_contiguous())) {
+  const int64_t bytes = size() * output.nbytes();
+  const bool as_broadcast =
+      runs_rooted_as_collectives() && output.numel() > 0 && bytes <= kScatterAsBroadcastBytes;
+  const bool over_links = links_carry_rooted_steps() && bytes > kScatterAsBroadcastBytes &&
+                          bytes <= kScatterOverLinksBytes;
+  if (!as_broadcast && !over_links) {
     return flat_->scatter(output, input, root);
+  }
+  // Contiguous tensors, staged where strided (as for gather).
+  if (!output.is_contiguous()) {
+    const at::Tensor staged = new_output(output.sizes(), output.options());
+    return then_run(scatter(staged, input, root), output, {staged},
+                    [output, staged] { output.copy_(staged); });
+  }
+  const at::Tensor whole = root_here ? input.contiguous() : input;
+  StepDetail agreed(StepDetail::of_root("scatter", root));  // members naming other roots fail
+  if (over_links) {
+    return scatter_over_links(output, whole, root);
   }
   // The root broadcasts its input as it is (a broadcast leaves the root's buffer unchanged); the
   // others receive the whole of it into a block only this collective holds.
   const int64_t block = output.numel();
-  const at::Tensor whole =
-      root_here ? input.view(-1) : new_output({size() * block}, output.options());
-  const at::Tensor mine = whole.narrow(0, rank() * block, block).view(output.sizes());
-  StepDetail agreed(StepDetail::of_root("scatter", root));
-  return then_run(broadcast(whole, root), output, {whole}, [output, mine] { output.copy_(mine); });
+  const at::Tensor sent =
+      root_here ? whole.view(-1) : new_output({size() * block}, output.options());
+  const at::Tensor mine = sent.narrow(0, rank() * block, block).view(output.sizes());
+  return then_run(broadcast(sent, root), output, {sent}, [output, mine] { output.copy_(mine); });
+}
+
+Completion HostSpanningCommunicator::gather_over_links(const at::Tensor& output,
+                                                       const at::Tensor& input, int64_t root) {
+  TORCH_INTERNAL_ASSERT(false, backend_name(), ": a gather over links it does not have");
+}
+
+Completion HostSpanningCommunicator::scatter_over_links(const at::Tensor& output,
+                                                        const at::Tensor& input, int64_t root) {
+  TORCH_INTERNAL_ASSERT(false, backend_name(), ": a scatter over links it does not have");
 }
 
 }  // namespace c10d_func

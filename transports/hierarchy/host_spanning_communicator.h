@@ -52,7 +52,9 @@ class HostSpanningCommunicator : public Communicator {
   // kScatterAsBroadcastBytes: the whole input to every member, each keeping its block. Larger,
   // the all_gather moves the bytes both ways and the broadcast every block to every host, where
   // Gloo's gather and scatter move each block once, towards or from the root (a derived
-  // communicator may send a large scatter's or gather's blocks over its links instead).
+  // communicator may send a large scatter's or gather's blocks over its links instead:
+  // links_carry_rooted_steps()). The path is chosen from what every member shares (the sizes,
+  // the placement): strided tensors are staged, never sent another way.
   Completion gather(const at::Tensor& output, const at::Tensor& input, int64_t root) override;
   Completion scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) override;
 
@@ -80,6 +82,15 @@ class HostSpanningCommunicator : public Communicator {
  protected:
   // Whether gather and scatter may run as this communicator's all_gather and broadcast.
   virtual bool runs_rooted_as_collectives() const { return false; }
+  // Whether a gather larger than kGatherAsAllGatherBytes, and a scatter between that and
+  // kScatterOverLinksBytes, run as gather_over_links and scatter_over_links (the same answer on
+  // every member). Those take contiguous tensors (`output` of gather and `input` of scatter on
+  // the root only, as torch passes them) and run under the op's StepDetail.
+  virtual bool links_carry_rooted_steps() const { return false; }
+  virtual Completion gather_over_links(const at::Tensor& output, const at::Tensor& input,
+                                       int64_t root);
+  virtual Completion scatter_over_links(const at::Tensor& output, const at::Tensor& input,
+                                        int64_t root);
 
   std::shared_ptr<Communicator> flat_;  // every member, across hosts; failures name the missing
   // The derived communicator's destructor stops it first, while the parts its steps use live.

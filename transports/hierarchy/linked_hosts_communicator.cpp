@@ -82,14 +82,12 @@ class LinkedHostsCommunicator final : public HostSpanningCommunicator {
 
   // Above that, a scatter up to kScatterOverLinksBytes of input goes over the link from the root,
   // each member's block straight into its output: one message per member, as Gloo's scatter
-  // sends, with no thread of Gloo's; larger, Gloo's scatter (HostSpanningCommunicator says why).
-  Completion scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
-    const int64_t bytes = size() * output.nbytes();
-    if (bytes <= kScatterAsBroadcastBytes || bytes > kScatterOverLinksBytes ||
-        !output.is_contiguous() || (rank_ == root && !input.is_contiguous())) {
-      return HostSpanningCommunicator::scatter(output, input, root);
-    }
-    StepDetail agreed(StepDetail::of_root("scatter", root));  // members naming other roots fail
+  // sends, with no thread of Gloo's; larger, Gloo's scatter. Likewise a gather of any size above
+  // that: each member's block straight into the root's output (HostSpanningCommunicator says
+  // why).
+  bool links_carry_rooted_steps() const override { return true; }
+  Completion scatter_over_links(const at::Tensor& output, const at::Tensor& input,
+                                int64_t root) override {
     return steps_.submit([this, output, input, root] {
       at::AutoDispatchBelowADInplaceOrView below;
       if (rank_ != root) {
@@ -101,15 +99,8 @@ class LinkedHostsCommunicator final : public HostSpanningCommunicator {
       output.view(-1).copy_(blocks[root]);
     });
   }
-  // Likewise a gather of any size above that: each member's block straight into the root's
-  // output (HostSpanningCommunicator says why).
-  Completion gather(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
-    const int64_t bytes = size() * input.nbytes();
-    if (bytes <= kGatherAsAllGatherBytes || !input.is_contiguous() ||
-        (rank_ == root && !output.is_contiguous())) {
-      return HostSpanningCommunicator::gather(output, input, root);
-    }
-    StepDetail agreed(StepDetail::of_root("gather", root));  // members naming other roots fail
+  Completion gather_over_links(const at::Tensor& output, const at::Tensor& input,
+                               int64_t root) override {
     return steps_.submit([this, output, input, root] {
       at::AutoDispatchBelowADInplaceOrView below;
       if (rank_ != root) {

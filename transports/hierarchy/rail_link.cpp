@@ -212,30 +212,35 @@ void RailLink::broadcast(const at::Tensor& buffer, int64_t root) {
       data_of(buffer), buffer.nbytes(), [](size_t) {}, into, RootedFlow{root});
 }
 
+size_t RailLink::root_parts(const char* op, const std::vector<at::Tensor>& parts, int64_t root,
+                            std::vector<char*>& addresses) const {
+  TORCH_INTERNAL_ASSERT(static_cast<int64_t>(parts.size()) == size(), "rail link: ", op, " of ",
+                        parts.size(), " parts between ", size());
+  const size_t bytes = parts[root == 0 ? 1 : 0].nbytes();
+  for (int64_t p = 0; p < size(); ++p) {
+    TORCH_INTERNAL_ASSERT(p == root || (parts[p].is_contiguous() && parts[p].nbytes() == bytes),
+                          "rail link: ", op, " parts of different sizes or strided");
+    addresses[p] = p == root ? nullptr : data_of(parts[p]);
+  }
+  return bytes;
+}
+
 void RailLink::scatter(const std::vector<at::Tensor>& sends, const at::Tensor& receive,
                        int64_t root) {
   TORCH_INTERNAL_ASSERT(root >= 0 && root < size() && size() > 1,
                         "rail link: scatter from position ", root, " of ", size());
-  const int64_t any_peer = root == 0 ? 1 : 0;
   std::vector<char*> from(sockets_.size(), nullptr), into(sockets_.size(), nullptr);
   size_t bytes = 0;
   if (position_ == root) {
-    TORCH_INTERNAL_ASSERT(static_cast<int64_t>(sends.size()) == size(), "rail link: scatter of ",
-                          sends.size(), " parts between ", size());
-    bytes = sends[any_peer].nbytes();
-    for (int64_t p = 0; p < size(); ++p) {
-      TORCH_INTERNAL_ASSERT(p == root || (sends[p].is_contiguous() && sends[p].nbytes() == bytes),
-                            "rail link: scatter parts of different sizes");
-      from[p] = p == root ? nullptr : data_of(sends[p]);
-    }
+    bytes = root_parts("scatter", sends, root, from);
   } else {
     TORCH_INTERNAL_ASSERT(receive.is_contiguous(), "rail link: scatter into a strided tensor");
     bytes = receive.nbytes();
     into[root] = data_of(receive);
   }
   exchange(
-      position_ == root ? from[any_peer] : into[root], bytes, [](size_t) {}, into, RootedFlow{root},
-      from);
+      position_ == root ? from[root == 0 ? 1 : 0] : into[root], bytes, [](size_t) {}, into,
+      RootedFlow{root}, from);
 }
 
 void RailLink::gather(const at::Tensor& send, const std::vector<at::Tensor>& receives,
@@ -245,15 +250,7 @@ void RailLink::gather(const at::Tensor& send, const std::vector<at::Tensor>& rec
   std::vector<char*> into(sockets_.size(), nullptr);
   size_t bytes = 0;
   if (position_ == root) {
-    TORCH_INTERNAL_ASSERT(static_cast<int64_t>(receives.size()) == size(), "rail link: gather of ",
-                          receives.size(), " parts between ", size());
-    bytes = receives[root == 0 ? 1 : 0].nbytes();
-    for (int64_t p = 0; p < size(); ++p) {
-      TORCH_INTERNAL_ASSERT(
-          p == root || (receives[p].is_contiguous() && receives[p].nbytes() == bytes),
-          "rail link: gather parts of different sizes");
-      into[p] = p == root ? nullptr : data_of(receives[p]);
-    }
+    bytes = root_parts("gather", receives, root, into);
   } else {
     TORCH_INTERNAL_ASSERT(send.is_contiguous(), "rail link: gather from a strided tensor");
     bytes = send.nbytes();

@@ -131,6 +131,11 @@ class RailLink {
 
  private:
   RailLink(const Rendezvous& rendezvous, std::string name, std::vector<int> sockets);
+  // The root's parts of a scatter or gather (`op`): one per position, contiguous and of one size
+  // (its own entry not read). Sets `addresses[p]` to part p's data (nullptr for the root's own)
+  // and returns that size.
+  size_t root_parts(const char* op, const std::vector<at::Tensor>& parts, int64_t root,
+                    std::vector<char*>& addresses) const;
   // Two hosts: sends `window` (at most kWindowBytes) and folds the peer's window into `into`
   // (`window` itself for all_reduce) as its bytes arrive.
   // `begun`: the window's exchange was begun (its payload is `begun`'s copy).

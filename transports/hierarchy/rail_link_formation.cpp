@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <deque>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 namespace c10d_func {
@@ -138,7 +139,11 @@ std::unique_ptr<RailLink> RailLink::connect(const Rendezvous& rendezvous, const 
   const auto peer = [&](int64_t position) {
     return "rank " + std::to_string(rendezvous.members.at(position)) + " (" + name + ")";
   };
-  const std::optional<std::string> address = address_for_peers();
+  // C10D_FUNC_HOST_LINKS=0: this member publishes no address, so its rail (or the hosts' link)
+  // is not formed and its steps between hosts run on Gloo.
+  const char* links = std::getenv("C10D_FUNC_HOST_LINKS");
+  const bool links_off = links != nullptr && std::string_view(links) == "0";
+  const std::optional<std::string> address = links_off ? std::nullopt : address_for_peers();
   auto [listener, port] = address ? listen_on(*address) : std::pair<int, int>{-1, 0};
   // A fresh secret per formation, known only through the store (rail_handshake.h).
   const rail::Secret secret = rail::fresh_secret();

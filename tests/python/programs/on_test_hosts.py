@@ -10,7 +10,8 @@ reduction and dtype alone (for more than two hosts), and who served them. classi
 the veth is cut before a collective. host_killed NUMEL [ACROSS]: host 1's ranks are killed, with a
 NUMEL-element all_reduce in flight or before a small one. compiled PACKAGE: every collective
 in one program (every_collective.py) under inductor's Python and C++ wrappers and from an
-AOTInductor package exported by the test, on the world and on pairs that span the hosts. Prints
+AOTInductor package exported by the test, on the world and on pairs that span the hosts.
+one_rail_unlinked: one rail without its link, large gathers and scatters on the world. Prints
 one line "RESULT <json>"
 (a killed rank prints nothing).
 """
@@ -215,6 +216,41 @@ def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
         if why:
             failures.append(f"rank {rank} {tag} x{numel} gather of 16 MiB and more: {why}")
     return failures
+
+
+def one_rail_unlinked(rank: int, hosts: list[int]) -> dict[str, object]:
+    """The last host's second member forms no link (C10D_FUNC_HOST_LINKS=0), so its rail runs on
+    Gloo while rail 0 keeps its link. A gather or scatter large enough to go along the root's
+    rail spans every rail: every member must take the same path (Gloo's, agreed at formation),
+    where each choosing by its own rail would wait out the timeout. Each result against the
+    reference, from and to every root."""
+    world = list(range(len(hosts)))
+    n = len(world)
+    if rank == n - 1:
+        os.environ["C10D_FUNC_HOST_LINKS"] = "0"
+    failures: list[str] = []
+    for numel in ((1 << 18) + 1, 1 << 20):  # 4 MiB and more of fp32 in all: the rails' sizes
+        inputs = [make_input(r, (numel,), torch.float32, salt=numel) for r in world]
+        blocks = [make_input(r, (n * numel,), torch.float32, salt=numel + 1) for r in world]
+        for root in range(n):
+            got = funcol.scatter(blocks[rank], root, world, "unlinked").wait()
+            why = mismatch(got, blocks[root].chunk(n)[rank], True)
+            if why:
+                failures.append(f"rank {rank} x{numel} scatter from {root}: {why}")
+            got = funcol.gather(inputs[rank], root, world, "unlinked").wait()
+            whole = torch.cat(inputs)
+            why = mismatch(got, whole if rank == root else torch.zeros_like(whole), True)
+            if why:
+                failures.append(f"rank {rank} x{numel} gather to {root}: {why}")
+        got = funcol.all_reduce(inputs[rank], "sum", world, "unlinked").wait()
+        why = mismatch(got, reduce_reference(inputs, "sum"), False)
+        if why:
+            failures.append(f"rank {rank} x{numel} all_reduce: {why}")
+        got = funcol.all_gather_tensor(inputs[rank], 0, world, "unlinked").wait()
+        why = mismatch(got, torch.cat(inputs), True)
+        if why:
+            failures.append(f"rank {rank} x{numel} all_gather: {why}")
+    return {"failures": failures}
 
 
 def unwaited_across_hosts(rank: int, hosts: list[int]) -> list[str]:
@@ -523,6 +559,7 @@ def main() -> None:
         "classic": classic,
         "compiled": compiled,
         "roots_disagree": roots_disagree,
+        "one_rail_unlinked": one_rail_unlinked,
     }
     result = scenarios[scenario](rank, hosts, *sys.argv[3:])
     funcol.shutdown()
