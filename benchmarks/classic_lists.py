@@ -1,6 +1,7 @@
 """Classic `torch.distributed` calls whose tensor lists a backend packs into one buffer, on a group
 of backend `c10d_func` against the default Gloo group, in the same run: `all_gather` (a list of
-outputs), `all_to_all` (lists both ways), `gather` and `scatter` (lists on the root),
+outputs), `all_to_all` (lists both ways), `gather` and `scatter` (lists on the root), the same
+all_gather, gather and scatter into or from the in-order chunks of one tensor,
 `reduce_scatter` (a list of inputs), `all_reduce_coalesced`, and `reduce`, whose non-roots reduce a
 scratch copy. These are the calls of user code (metrics, `all_gather_object`, MoE code written
 with lists), not DDP's or FSDP's. The c10d_func backend draws its packed buffers from the
@@ -28,9 +29,12 @@ from typing import Any
 
 CALLS = [
     "all_gather",
+    "all_gather into chunks",
     "all_to_all",
     "gather",
+    "gather into chunks",
     "scatter",
+    "scatter from chunks",
     "reduce_scatter",
     "all_reduce_coalesced",
     "reduce",
@@ -55,6 +59,12 @@ def make_calls(x: Any, rank: int, world: int) -> dict[str, tuple[Any, Any]]:
     reduced = torch.empty(n)
     pair = [every[rank].clone(), every[rank].clone()]
     kept = x.clone()
+    # The chunk forms: the lists are the in-order chunks of one tensor (list(t.chunk(world))),
+    # as code that gathers into or scatters from one buffer writes them; the backend reads and
+    # writes that tensor in place instead of packing the list.
+    gathered = torch.empty(world * n)
+    into_chunks = list(gathered.chunk(world))
+    from_chunks = list(torch.cat(every).chunk(world))
 
     def expect(got: Any, want: Any, what: str) -> None:
         if not torch.equal(got, want):
@@ -70,6 +80,10 @@ def make_calls(x: Any, rank: int, world: int) -> dict[str, tuple[Any, Any]]:
 
     calls = {
         "all_gather": (lambda g: dist.all_gather(outs, every[rank], group=g), check_gathered),
+        "all_gather into chunks": (
+            lambda g: dist.all_gather(into_chunks, every[rank], group=g),
+            lambda: expect(gathered, torch.cat(every), "all_gather into chunks"),
+        ),
         "all_to_all": (
             lambda g: dist.all_to_all(received, sent, group=g),
             lambda: expect(
@@ -82,9 +96,23 @@ def make_calls(x: Any, rank: int, world: int) -> dict[str, tuple[Any, Any]]:
             lambda g: dist.gather(every[rank], outs if rank == root else None, dst=root, group=g),
             lambda: check_gathered() if rank == root else None,
         ),
+        "gather into chunks": (
+            lambda g: dist.gather(
+                every[rank], into_chunks if rank == root else None, dst=root, group=g
+            ),
+            lambda: (
+                expect(gathered, torch.cat(every), "gather into chunks") if rank == root else None
+            ),
+        ),
         "scatter": (
             lambda g: dist.scatter(scattered, every if rank == root else None, src=root, group=g),
             lambda: expect(scattered, every[rank], "scatter"),
+        ),
+        "scatter from chunks": (
+            lambda g: dist.scatter(
+                scattered, from_chunks if rank == root else None, src=root, group=g
+            ),
+            lambda: expect(scattered, every[rank], "scatter from chunks"),
         ),
         "reduce_scatter": (
             lambda g: dist.reduce_scatter(reduced, every, group=g),
