@@ -240,8 +240,11 @@ at::Tensor all_to_all_single(const at::Tensor& self, at::OptionalSymIntArrayRef 
                       {.same_rows = false, .input_splits = in_splits, .output_splits = out_splits});
   at::Tensor input = call.sendable(self);
   at::Tensor output = call.communicator().new_output(output_shape, self.options());
-  call.record(output, call.communicator().all_to_all(output, input, std::move(out_splits),
-                                                     std::move(in_splits)));
+  // No splits given: the even all_to_all, which the steps between hosts may serve.
+  call.record(output, output_split_sizes || input_split_sizes
+                          ? call.communicator().all_to_all(output, input, std::move(out_splits),
+                                                           std::move(in_splits))
+                          : call.communicator().all_to_all_even(output, input));
   return output;
 }
 

@@ -208,6 +208,27 @@ def test_a_rail_without_its_link_takes_every_member_to_one_path():
     assert leftovers == {0: [], 1: []}, leftovers
 
 
+@pytest.mark.parametrize("per_host", [2, 1], ids=["hierarchical", "one_member_per_host"])
+def test_all_to_all_with_splits_equal_on_some_members_only(per_host):
+    # Split sizes equal on every member but the last, which keeps 3 more rows for itself: the
+    # members with equal splits cannot tell from theirs that the last's are not, so explicit
+    # splits never take the steps of equal blocks between hosts (only calls without splits do).
+    # Before, those members went over the links while the last went to Gloo, and every member
+    # failed at the timeout (10 s here).
+    hosts_of = [h for h in range(2) for _ in range(per_host)]
+    with TestHosts(2) as hosts:
+        launchers = hosts.launch(
+            "on_test_hosts.py",
+            [per_host] * 2,
+            ["uneven_all_to_all", ",".join(map(str, hosts_of))],
+            env={"C10D_FUNC_TIMEOUT": "10"},
+        )
+        ranks, leftovers = host_results(launchers)
+    for result in rank_results(ranks).values():
+        assert result == {"failures": []}, result
+    assert leftovers == {0: [], 1: []}, leftovers
+
+
 def test_every_collective_compiled_and_packaged_across_hosts(tmp_path_factory):
     # One program with every collective (every_collective.py), its outputs read right after
     # their waits, under inductor's Python wrapper, its C++ wrapper and as an AOTInductor package

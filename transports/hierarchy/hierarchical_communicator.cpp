@@ -242,16 +242,11 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
     });
   }
 
-  Completion all_to_all(const at::Tensor& output, const at::Tensor& input,
-                        std::vector<int64_t> output_split_sizes,
-                        std::vector<int64_t> input_split_sizes) override {
-    const int64_t n = size();
+  // Only where no member passed split sizes (Communicator::all_to_all_even); with splits, Gloo's.
+  Completion all_to_all_even(const at::Tensor& output, const at::Tensor& input) override {
     if (!even_ || !rail_link_ || input.numel() == 0 || input.nbytes() > kTwoStepAllToAllBytes ||
-        !input.is_contiguous() || !output.is_contiguous() || input.dim() == 0 ||
-        !equal_blocks(input_split_sizes, input.size(0), n) ||
-        !equal_blocks(output_split_sizes, output.size(0), n)) {
-      return flat_->all_to_all(output, input, std::move(output_split_sizes),
-                               std::move(input_split_sizes));
+        input.dim() == 0 || input.size(0) % size() != 0) {
+      return flat_->all_to_all_even(output, input);
     }
     return submit(input.nbytes(), [this, output, input] {
       at::AutoDispatchBelowADInplaceOrView below;

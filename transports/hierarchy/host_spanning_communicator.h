@@ -15,17 +15,6 @@
 
 namespace c10d_func {
 
-// Whether an all_to_all's split sizes (rows of dim 0 per member; empty: equal) give every one of
-// `members` the same number of the `rows`: the case the steps between hosts serve.
-inline bool equal_blocks(const std::vector<int64_t>& splits, int64_t rows, int64_t members) {
-  for (const int64_t split : splits) {
-    if (split * members != rows) {
-      return false;
-    }
-  }
-  return rows % members == 0;
-}
-
 class HostSpanningCommunicator : public Communicator {
  public:
   HostSpanningCommunicator(std::shared_ptr<Communicator> flat,
@@ -37,6 +26,9 @@ class HostSpanningCommunicator : public Communicator {
                         std::vector<int64_t> input_split_sizes) override {
     return flat_->all_to_all(output, input, std::move(output_split_sizes),
                              std::move(input_split_sizes));
+  }
+  Completion all_to_all_even(const at::Tensor& output, const at::Tensor& input) override {
+    return flat_->all_to_all_even(output, input);
   }
   Completion broadcast(const at::Tensor& buffer, int64_t root) override {
     return flat_->broadcast(buffer, root);

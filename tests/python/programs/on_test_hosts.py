@@ -11,7 +11,8 @@ the veth is cut before a collective. host_killed NUMEL [ACROSS]: host 1's ranks 
 NUMEL-element all_reduce in flight or before a small one. compiled PACKAGE: every collective
 in one program (every_collective.py) under inductor's Python and C++ wrappers and from an
 AOTInductor package exported by the test, on the world and on pairs that span the hosts.
-one_rail_unlinked: one rail without its link, large gathers and scatters on the world. Prints
+one_rail_unlinked: one rail without its link, large gathers and scatters on the world.
+uneven_all_to_all: all_to_all_single whose splits are equal on some members only. Prints
 one line "RESULT <json>"
 (a killed rank prints nothing).
 """
@@ -250,6 +251,26 @@ def one_rail_unlinked(rank: int, hosts: list[int]) -> dict[str, object]:
         why = mismatch(got, torch.cat(inputs), True)
         if why:
             failures.append(f"rank {rank} x{numel} all_gather: {why}")
+    return {"failures": failures}
+
+
+def uneven_all_to_all(rank: int, hosts: list[int]) -> dict[str, object]:
+    """all_to_all_single whose splits are equal on some members and not on others (the last
+    member keeps 3 more rows for itself): the members whose own splits are all equal cannot tell
+    from them that another's are not, so no member may pick the path of equal blocks from its
+    own splits alone. Sizes inside and above the steps between hosts; against the reference."""
+    world = list(range(len(hosts)))
+    n = len(world)
+    failures: list[str] = []
+    for base in (4, 1 << 16):
+        sends = [[base + (3 if (r, j) == (n - 1, n - 1) else 0) for j in world] for r in world]
+        inputs = [make_input(r, (sum(sends[r]), 3), torch.float32, salt=base) for r in world]
+        received = [sends[j][rank] for j in world]
+        got = funcol.all_to_all_single(inputs[rank], received, sends[rank], world, "uneven").wait()
+        expected = torch.cat([inputs[j].split(sends[j])[rank] for j in world])
+        why = mismatch(got, expected, True)
+        if why:
+            failures.append(f"rank {rank} rows {base}: {why}")
     return {"failures": failures}
 
 
@@ -560,6 +581,7 @@ def main() -> None:
         "compiled": compiled,
         "roots_disagree": roots_disagree,
         "one_rail_unlinked": one_rail_unlinked,
+        "uneven_all_to_all": uneven_all_to_all,
     }
     result = scenarios[scenario](rank, hosts, *sys.argv[3:])
     funcol.shutdown()
