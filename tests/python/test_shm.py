@@ -250,8 +250,12 @@ def body_private_inputs_written_at_once(rank: int, world_size: int, numel: int) 
     def meet() -> None:  # a collective on another tag: orders the members' calls, no sleeping
         ops.wait_tensor(ops.all_reduce(torch.ones(1), "sum", order_tag, ranks, n))
 
+    # Each call's inputs: every member's own pattern shifted by the call's seed (built once:
+    # making the patterns took most of the test's time), so no result of an earlier call matches.
+    patterns = [member_input(m * 7, rows, torch.float32) for m in ranks]
+
     def inputs(seed: int) -> list[torch.Tensor]:
-        return [member_input(m * 7 + seed, rows, torch.float32) for m in ranks]
+        return [pattern + seed for pattern in patterns]
 
     calls = {
         "all_to_all": (
