@@ -536,8 +536,12 @@ def test_bad_input_raises_clear_errors(backend_pool):
 def body_missing_peer(rank: int, world_size: int) -> list[str]:
     check = Check(rank)
     # Every rank makes the group; only rank 0 calls the collective, so rank 0's must time out
-    # (group timeout 2 s) naming a rank that did not take part.
-    group = dist.new_group(backend="c10d_func", timeout=datetime.timedelta(seconds=2))
+    # (group timeout 2 s) naming a rank that did not take part. The group forms with a long
+    # timeout (on a loaded machine its members may arrive more than 2 s apart), then takes the
+    # short one, as torch sets it (Backend::setTimeout).
+    group = dist.new_group(backend="c10d_func", timeout=datetime.timedelta(seconds=60))
+    dist.barrier(group=group)
+    dist.distributed_c10d._set_pg_timeout(datetime.timedelta(seconds=2), group)
     if rank == 0:
         try:
             dist.all_reduce(torch.ones(4), group=group)
