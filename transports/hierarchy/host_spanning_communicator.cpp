@@ -17,21 +17,14 @@ Completion HostSpanningCommunicator::gather(const at::Tensor& output, const at::
   if (!as_all_gather && !over_links) {
     return flat_->gather(output, input, root);
   }
-  // Both paths take contiguous tensors. A strided one is staged rather than sent to Gloo: every
-  // member takes the path the sizes they share choose, where one choosing by its own layout would
-  // wait on Gloo for members gone the other way.
-  if (root_here && !output.is_contiguous()) {
-    const at::Tensor staged = new_output(output.sizes(), output.options());
-    return then_run(gather(staged, input, root), output, {staged},
-                    [output, staged] { output.copy_(staged); });
-  }
-  const at::Tensor block = input.contiguous();
+  // Chosen from what every member shares (sizes, placement): one choosing by its own tensors
+  // would wait on Gloo for members gone the other way.
   StepDetail agreed(StepDetail::of_root("gather", root));  // members naming other roots fail
   if (over_links) {
-    return gather_over_links(output, block, root);
+    return gather_over_links(output, input, root);
   }
-  return all_gather(root_here ? output : new_output({size() * block.numel()}, block.options()),
-                    block);
+  return all_gather(root_here ? output : new_output({size() * input.numel()}, input.options()),
+                    input);
 }
 
 Completion HostSpanningCommunicator::scatter(const at::Tensor& output, const at::Tensor& input,
@@ -45,22 +38,16 @@ Completion HostSpanningCommunicator::scatter(const at::Tensor& output, const at:
   if (!as_broadcast && !over_links) {
     return flat_->scatter(output, input, root);
   }
-  // Contiguous tensors, staged where strided (as for gather).
-  if (!output.is_contiguous()) {
-    const at::Tensor staged = new_output(output.sizes(), output.options());
-    return then_run(scatter(staged, input, root), output, {staged},
-                    [output, staged] { output.copy_(staged); });
-  }
-  const at::Tensor whole = root_here ? input.contiguous() : input;
+  // Chosen from what every member shares, as for gather.
   StepDetail agreed(StepDetail::of_root("scatter", root));  // members naming other roots fail
   if (over_links) {
-    return scatter_over_links(output, whole, root);
+    return scatter_over_links(output, input, root);
   }
   // The root broadcasts its input as it is (a broadcast leaves the root's buffer unchanged); the
   // others receive the whole of it into a block only this collective holds.
   const int64_t block = output.numel();
   const at::Tensor sent =
-      root_here ? whole.view(-1) : new_output({size() * block}, output.options());
+      root_here ? input.view(-1) : new_output({size() * block}, output.options());
   const at::Tensor mine = sent.narrow(0, rank() * block, block).view(output.sizes());
   return then_run(broadcast(sent, root), output, {sent}, [output, mine] { output.copy_(mine); });
 }

@@ -46,7 +46,7 @@ class HostSpanningCommunicator : public Communicator {
   // Gloo's gather and scatter move each block once, towards or from the root (a derived
   // communicator may send a large scatter's or gather's blocks over its links instead:
   // links_carry_rooted_steps()). The path is chosen from what every member shares (the sizes,
-  // the placement): strided tensors are staged, never sent another way.
+  // the placement), never from a member's own tensors.
   Completion gather(const at::Tensor& output, const at::Tensor& input, int64_t root) override;
   Completion scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) override;
 
@@ -76,8 +76,8 @@ class HostSpanningCommunicator : public Communicator {
   virtual bool runs_rooted_as_collectives() const { return false; }
   // Whether a gather larger than kGatherAsAllGatherBytes, and a scatter between that and
   // kScatterOverLinksBytes, run as gather_over_links and scatter_over_links (the same answer on
-  // every member). Those take contiguous tensors (`output` of gather and `input` of scatter on
-  // the root only, as torch passes them) and run under the op's StepDetail.
+  // every member). Those take `output` of gather and `input` of scatter on the root only, and
+  // run under the op's StepDetail.
   virtual bool links_carry_rooted_steps() const { return false; }
   virtual Completion gather_over_links(const at::Tensor& output, const at::Tensor& input,
                                        int64_t root);
