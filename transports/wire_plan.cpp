@@ -47,6 +47,14 @@ bool staged_as_copy(c10::ScalarType dtype) {
   return !c10::isComplexType(dtype) && converted_dtype(dtype) != dtype;
 }
 
+int64_t wire_bytes(c10::ScalarType dtype, int64_t bytes) {
+  if (!staged_as_copy(dtype)) {
+    return bytes;
+  }
+  return bytes / static_cast<int64_t>(c10::elementSize(dtype)) *
+         static_cast<int64_t>(c10::elementSize(converted_dtype(dtype)));
+}
+
 WirePlan plan_wire(c10::ScalarType dtype, ReduceOp reduce_op, bool transport_averages_floats) {
   WirePlan plan{dtype, dtype == c10::kBool ? bool_wire_op(reduce_op) : reduce_op};
   if (c10::isComplexType(dtype)) {

@@ -27,4 +27,8 @@ WirePlan plan_wire(c10::ScalarType dtype, ReduceOp reduce_op, bool transport_ave
 // wider than a byte), so the wire tensor is not the buffer itself.
 bool staged_as_copy(c10::ScalarType dtype);
 
+// The bytes on the wire of a reduction of `bytes` bytes of `dtype`: twice as many for the dtypes
+// widened (int16, uint16, uint32), else as many. Limits on what a step may carry apply to these.
+int64_t wire_bytes(c10::ScalarType dtype, int64_t bytes);
+
 }  // namespace c10d_func

@@ -286,5 +286,15 @@ TEST(WirePlan, BitwiseReductionsStayBitwiseForTheTransportToCompose) {
   EXPECT_EQ(plan_wire(c10::kBool, ReduceOp::kBand, true).wire_op, ReduceOp::kMin);
 }
 
+// What a step's size limit is measured in: the bytes of the wire, twice the buffer's for the
+// dtypes widened, the buffer's for the others (bool travels as uint8, complex as its real view).
+TEST(WirePlan, WireBytesCountTheWidenedCopy) {
+  for (const auto dtype : kDtypes) {
+    const int64_t bytes = 6 * static_cast<int64_t>(c10::elementSize(dtype));
+    const bool widened = dtype == c10::kShort || dtype == c10::kUInt16 || dtype == c10::kUInt32;
+    EXPECT_EQ(wire_bytes(dtype, bytes), widened ? 2 * bytes : bytes) << c10::toString(dtype);
+  }
+}
+
 }  // namespace
 }  // namespace c10d_func

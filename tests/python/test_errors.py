@@ -313,6 +313,28 @@ def body_debug_mode_reports_mismatch(rank: int, world_size: int, tag: str):
         return ok, str(error)
 
 
+def body_debug_mode_reports_splits_on_some_members_only(rank: int, world_size: int, tag: str):
+    # all_to_all_single with split sizes on rank 0 only (even ones) and none on the others: the
+    # members pass them all or none (across hosts only calls without any take the steps between
+    # hosts), and the check names the difference.
+    ranks = list(range(world_size))
+    splits = [2] * world_size if rank == 0 else None
+    try:
+        ops.all_to_all_single(torch.ones(2 * world_size), splits, splits, tag, ranks, world_size)
+        return "no error"
+    except RuntimeError as error:
+        return str(error)
+
+
+def test_debug_mode_reports_split_sizes_given_on_some_members_only():
+    pool = get_pool(2, DETAIL)
+    tag = f"debug-splits-{uuid.uuid4().hex[:8]}"
+    for message in pool.run(body_debug_mode_reports_splits_on_some_members_only, tag):
+        assert "the members of chunk" in message and "disagree" in message, message
+        assert "rank 1: all_to_all_single Float[*] without split sizes" in message, message
+        assert "rank 0: all_to_all_single Float[*]" in message, message
+
+
 # torch's own switch turns the check on as well: a user needs one switch for both.
 @pytest.mark.parametrize("switch", ["C10D_FUNC_DEBUG", "TORCH_DISTRIBUTED_DEBUG"])
 @pytest.mark.parametrize("world_size", [2, 4], ids=["ws2", "ws4"])

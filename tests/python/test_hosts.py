@@ -131,18 +131,21 @@ def test_one_member_per_host_reduces_every_dtype_over_the_hosts_link(hosts_count
 
 
 @pytest.mark.parametrize(
-    "cpu_transport, served",
-    [(None, "shm+gloo"), ("gloo", "gloo")],
-    ids=["hierarchical_by_default", "flat_gloo_when_asked"],
+    "cpu_transport, served, layout",
+    [(None, "shm+gloo", [2, 2]), ("gloo", "gloo", [2, 2]), (None, "shm+gloo", [3, 1])],
+    ids=["hierarchical_by_default", "flat_gloo_when_asked", "hierarchical_on_uneven_hosts"],
 )
-def test_classic_calls_on_a_c10d_func_group_spanning_hosts(cpu_transport, served):
+def test_classic_calls_on_a_c10d_func_group_spanning_hosts(cpu_transport, served, layout):
     # Classic dist.* calls on a c10d_func group run on the same communicators as the functional
-    # ops: hierarchical by default, flat Gloo under C10D_FUNC_CPU_TRANSPORT=gloo.
+    # ops: hierarchical by default, flat Gloo under C10D_FUNC_CPU_TRANSPORT=gloo. On uneven
+    # hosts the later members of the larger host have no rail, and torch's set_timeout reaches
+    # them too.
     env = {"C10D_FUNC_TIMEOUT": "30", "TORCH_FR_BUFFER_SIZE": "200"}
     if cpu_transport:
         env["C10D_FUNC_CPU_TRANSPORT"] = cpu_transport
+    hosts_of = ",".join(str(h) for h, count in enumerate(layout) for _ in range(count))
     with TestHosts(2) as hosts:
-        launchers = hosts.launch("on_test_hosts.py", [2, 2], ["classic", "0,0,1,1"], env=env)
+        launchers = hosts.launch("on_test_hosts.py", layout, ["classic", hosts_of], env=env)
         ranks, leftovers = host_results(launchers)
     for result in rank_results(ranks).values():
         assert result == {"failures": [], "served": [served]}, result

@@ -105,7 +105,9 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
   std::string backend_name() const override { return "shm+gloo"; }
   void set_timeout(std::chrono::milliseconds timeout) override {
     local_->set_timeout(timeout);
-    rail_->set_timeout(timeout);
+    if (rail_) {  // none on an uneven host's later members
+      rail_->set_timeout(timeout);
+    }
     flat_->set_timeout(timeout);
     if (rail_link_) {
       rail_link_->set_timeout(timeout);

@@ -40,7 +40,9 @@ class LinkedHostsCommunicator final : public HostSpanningCommunicator {
       link_->all_reduce(staged.wire.view(-1), staged.wire_op);
       staged.finish(buffer, size());
     };
-    if (buffer.nbytes() > RailLink::kBegunBytes || !FunctionalOpCall::active()) {
+    // The limit is on the wire: int16 and the wider unsigned types travel widened.
+    if (wire_bytes(buffer.scalar_type(), buffer.nbytes()) > RailLink::kBegunBytes ||
+        !FunctionalOpCall::active()) {
       return steps_.submit(std::move(whole));
     }
     // Small, from a functional op, with nothing queued: this member's part goes to the peers in
