@@ -314,10 +314,14 @@ def test_private_inputs_overwritten_after_the_call_together_or_apart(world_size,
     assert not failures, "\n".join(failures[:20])
 
 
+FORMATION_FAULTS = ("header", "pid")  # written while a communicator forms
+
+
 def corrupted_call(kind: str, tag: str, ranks: list[int], n: int) -> None:
     """The collective in which member 1 (rank 0 for "header") writes a bad value where the
     others read it (c10d_func._C.set_shm_fault_for_test, a test-only fault injection)."""
-    if kind == "header":  # forming a new communicator: rank 0 writes an impossible region size
+    if kind in FORMATION_FAULTS:  # forming a new communicator: rank 0 writes an impossible
+        # region size ("header"), rank 1 pid -1 (Yama's "any process") as its own ("pid")
         ops.wait_tensor(ops.all_reduce(torch.ones(4), "sum", tag, ranks, n))
     elif kind == "placement":  # 8 MiB on symmetric memory: an input "at" the segment's header
         ops.wait_tensor(ops.all_reduce(torch.ones(2 << 20), "sum", tag, ranks, n))
@@ -328,7 +332,7 @@ def corrupted_call(kind: str, tag: str, ranks: list[int], n: int) -> None:
 
 def body_corrupted_peer(rank: int, world_size: int, kind: str, tag: str) -> str:
     ranks = list(range(world_size))
-    if kind != "header":  # the communicator forms cleanly first
+    if kind not in FORMATION_FAULTS:  # the communicator forms cleanly first
         ops.wait_tensor(ops.all_reduce(torch.ones(4), "sum", tag, ranks, world_size))
     c10d_func._C.set_shm_fault_for_test(kind)
     try:
@@ -342,6 +346,7 @@ def body_corrupted_peer(rank: int, world_size: int, kind: str, tag: str) -> str:
 
 CORRUPTIONS = {
     "header": ("refusing segment", "region of"),
+    "pid": ("rank 1 published a bad pid in the shared segment (-1)", "not a process"),
     "placement": ("rank 1 published a bad place for its input", "outside the members' memory"),
     "split": ("rank 1 published a bad split length", "-5 is outside"),
     "rounds": ("rank 1 published a bad number of rounds", "is outside"),
@@ -349,7 +354,7 @@ CORRUPTIONS = {
 
 
 @pytest.mark.parametrize("world_size", [2, 4])
-@pytest.mark.parametrize("kind", ["header", "placement", "split"])
+@pytest.mark.parametrize("kind", ["header", "pid", "placement", "split"])
 def test_a_bad_value_from_a_peer_fails_every_member_naming_it(kind, world_size, request):
     # A member writes a value no correct member would (an offset into the header, a negative
     # split, a header of impossible sizes) where the others read it: every member checks it

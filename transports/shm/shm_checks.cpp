@@ -123,7 +123,8 @@ void set_fault_for_test(std::string_view kind) {
       {"header", ShmFault::kHeader},
       {"placement", ShmFault::kPlacement},
       {"split", ShmFault::kSplit},
-      {"rounds", ShmFault::kRounds}};
+      {"rounds", ShmFault::kRounds},
+      {"pid", ShmFault::kPid}};
   for (const auto& [name, fault] : kKinds) {
     if (name == kind) {
       fault_for_test.store(static_cast<int>(fault), std::memory_order_relaxed);

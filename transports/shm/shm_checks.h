@@ -57,8 +57,8 @@ std::string bounded_text(const char* text, size_t capacity);
 // c10d_func._C.set_shm_fault_for_test): the member that writes a bad value where its peers read it
 // ("header": rank 0, which writes the header; the others: rank 1). One relaxed load per use:
 // nothing on the collectives' path.
-enum class ShmFault : int { kNone, kHeader, kPlacement, kSplit, kRounds };
-// "", "header", "placement", "split" or "rounds"; throws std::invalid_argument otherwise.
+enum class ShmFault : int { kNone, kHeader, kPlacement, kSplit, kRounds, kPid };
+// "", "header", "placement", "split", "rounds" or "pid"; throws std::invalid_argument otherwise.
 void set_fault_for_test(std::string_view kind);
 extern std::atomic<int> fault_for_test;
 inline bool corrupts_for_test(ShmFault fault, int64_t rank) {

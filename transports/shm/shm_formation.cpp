@@ -52,6 +52,14 @@ std::string text(const std::vector<uint8_t>& bytes) {
 // may attach to this member only while they probe: the permission ends once every member has
 // said how its probes went.
 bool agree_on_cross_memory(const Rendezvous& rendezvous, const MemberControl* controls) {
+  // Each member's pid, as it wrote it in the segment, is named to Yama and probed: only a
+  // positive one is a process (to PR_SET_PTRACER, 0 names nobody and -1 any process of the
+  // user). Every member reads every entry, its own too, so all fail alike.
+  for (int64_t m = 0; m < rendezvous.size; ++m) {
+    TORCH_CHECK(controls[m].pid > 0, "rank ", rendezvous.members.at(m),
+                " published a bad pid in the shared segment (", controls[m].pid,
+                "): not a process; another version of c10d_func, or memory overwritten");
+  }
   bool mine = cross_memory_wanted();
   AttachPermission probing;
   if (attach_needs_permission()) {
@@ -139,7 +147,8 @@ std::shared_ptr<Communicator> form(const Rendezvous& rendezvous) {
       segment = open_checked(rendezvous, name);
     }
     auto* controls = reinterpret_cast<MemberControl*>(segment.base() + controls_offset());
-    controls[rendezvous.rank].pid = static_cast<int32_t>(::getpid());
+    controls[rendezvous.rank].pid =
+        corrupts_for_test(ShmFault::kPid, rendezvous.rank) ? -1 : static_cast<int32_t>(::getpid());
     controls[rendezvous.rank].pid_ns = shm::pid_namespace();
     controls[rendezvous.rank].probe_address = probe_address();
     // Once every member has mapped the segment its name is removed: nothing is left in /dev/shm
