@@ -22,6 +22,35 @@ bool partitions_world(const GroupSpec& spec, int64_t world_size) {
   return static_cast<int64_t>(spec.ranks.size()) == world_size && spec.group_size < world_size;
 }
 
+// What the members of `chunk` that chose another transport than `mine` chose (read from
+// `choices`, cut to 64 bytes), as a sentence for a formation's error; empty where all agree.
+std::string other_choices(c10d::Store& choices, const Chunk& chunk, const std::string& mine) {
+  std::ostringstream others;
+  try {
+    for (int64_t i = 0; i < chunk.size(); ++i) {
+      const std::string key = std::to_string(i);
+      if (!choices.check({key})) {
+        continue;
+      }
+      const std::vector<uint8_t> value = choices.get(key);
+      const std::string theirs(value.begin(), value.begin() + std::min<size_t>(value.size(), 64));
+      if (theirs != mine) {
+        others << (others.tellp() > 0 ? ", " : "") << "rank " << chunk.members.at(i) << " '"
+               << theirs << "'";
+      }
+    }
+  } catch (const std::exception&) {
+    return "";  // the store itself is gone: the error says enough
+  }
+  if (others.tellp() == 0) {
+    return "";
+  }
+  return " (the members chose different transports for this tag: this member '" + mine + "', " +
+         others.str() +
+         "; C10D_FUNC_CPU_TRANSPORT, C10D_FUNC_CUDA_TRANSPORT or set_transport differ between "
+         "them)";
+}
+
 }  // namespace
 
 GroupIdentity chunk_identity(c10::Device device, const std::string& tag, const Chunk& chunk) {
@@ -171,9 +200,17 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
   std::ostringstream prefix;
   prefix << "c10d_func/" << device << "/" << transport.name << "/" << tag << "/" << chunk.describe()
          << "/" << generation;
+  const c10::intrusive_ptr<c10d::Store> connection = private_connection(world.store);
+  // Each member's transport, where members of every choice look (the rendezvous' prefix holds
+  // the transport): one that chose another waits elsewhere, and the timeout then names its choice.
+  std::ostringstream choice_prefix;
+  choice_prefix << "c10d_func/" << device << "/" << tag << "/" << chunk.describe() << "/"
+                << generation << "/transport/";
+  const auto choices = c10::make_intrusive<c10d::PrefixStore>(choice_prefix.str(), connection);
+  choices->set(std::to_string(chunk.index),
+               std::vector<uint8_t>(transport.name.begin(), transport.name.end()));
   Rendezvous rendezvous;
-  rendezvous.store =
-      c10::make_intrusive<c10d::PrefixStore>(prefix.str(), private_connection(world.store));
+  rendezvous.store = c10::make_intrusive<c10d::PrefixStore>(prefix.str(), connection);
   rendezvous.rank = chunk.index;
   rendezvous.size = chunk.size();
   rendezvous.members = chunk.members;
@@ -181,8 +218,18 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
   rendezvous.timeout = collective_timeout();
   rendezvous.deadline = std::chrono::steady_clock::now() + rendezvous.timeout;
   rendezvous.device = device;
-  slot->communicator = observed(form_communicator(op, transport, rendezvous),
-                                chunk_identity(device, tag, chunk), rendezvous.timeout);
+  std::shared_ptr<Communicator> formed;
+  try {
+    formed = form_communicator(op, transport, rendezvous);
+  } catch (const c10::Error& error) {
+    const std::string others = other_choices(*choices, chunk, transport.name);
+    if (others.empty()) {
+      throw;
+    }
+    TORCH_CHECK(false, error.what_without_backtrace(), others);
+  }
+  slot->communicator =
+      observed(std::move(formed), chunk_identity(device, tag, chunk), rendezvous.timeout);
   slot->origin = "created";
   slot->transport = transport.name;
   std::lock_guard<std::mutex> lock(impl().mutex);
@@ -224,7 +271,10 @@ std::shared_ptr<Communicator> form_communicator(std::string_view op, const Trans
     if (!missing.empty()) {
       why << "; ranks " << format_ranks(missing) << " never arrived";
     }
-    why << ": " << error.what();
+    // The cause without its C++ backtrace (a store's timeout carries one), so what follows it
+    // in the message stays readable.
+    const auto* c10_error = dynamic_cast<const c10::Error*>(&error);
+    why << ": " << (c10_error != nullptr ? c10_error->what_without_backtrace() : error.what());
     TORCH_CHECK(false, why.str());
   }
 }

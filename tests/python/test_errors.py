@@ -244,6 +244,29 @@ def with_timeout(seconds: str):
     return _Scope()
 
 
+def body_members_choose_different_transports(rank: int, world_size: int, tag: str) -> str:
+    # Rank 0 chooses Gloo for the tag, the others shm: each waits for the others under its own
+    # transport's rendezvous, and the timeout names every member's choice.
+    c10d_func.set_transport("gloo" if rank == 0 else "shm", "cpu", tag=tag)
+    with with_timeout("3"):
+        try:
+            ops.wait_tensor(ops.all_reduce(torch.ones(2), "sum", tag, list(range(world_size)), 2))
+            return "no error"
+        except RuntimeError as error:
+            return str(error)
+
+
+def test_members_choosing_different_transports_are_named_at_the_timeout(pool2):
+    tag = f"choices-{uuid.uuid4().hex[:8]}"
+    messages = pool2.run(body_members_choose_different_transports, tag, timeout=90)
+    assert "this member 'gloo', rank 1 'shm'" in messages[0], messages[0]
+    assert "this member 'shm', rank 0 'gloo'" in messages[1], messages[1]
+    for message in messages:
+        assert "could not form the" in message and "never arrived" in message, message
+        assert "the members chose different transports for this tag" in message, message
+        assert "set_transport differ between them" in message, message
+
+
 def body_peer_never_arrives(rank: int, world_size: int, tag: str):
     if rank == world_size - 1:
         return None  # this rank never makes the call
