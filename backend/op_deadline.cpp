@@ -87,7 +87,12 @@ Completion bounded_by(const Completion& upstream, OpDeadline deadline) {
       return;
     }
     if (done.hasError()) {
-      answer_roll_call(shared->roll_call, shared->occasion);
+      try {
+        answer_roll_call(shared->roll_call, shared->occasion);
+      } catch (const std::exception&) {
+        // No thread to answer with (system_error, bad_alloc): the peers' roll call names this
+        // member as unresponsive, and the error below still reaches the waiter.
+      }
       bounded->setError(done.exception_ptr());
     } else {
       bounded->markCompleted(done.value());
@@ -98,18 +103,30 @@ Completion bounded_by(const Completion& upstream, OpDeadline deadline) {
     if (settled->exchange(true)) {
       return;
     }
-    // The roll call waits up to its bound: not on the thread that serves every deadline.
-    std::thread([bounded, shared] {
-      const auto bound = roll_call_bound(shared->timeout);
-      const std::string reason =
-          "c10d_func backend: " + shared->what + " did not complete within its timeout of " +
-          std::to_string(shared->timeout.count()) + " ms (the call's Options.timeout); " +
-          findings_of(call_the_roll(shared->roll_call, shared->occasion, bound), bound, {});
+    // Fails the communicator and the call with `reason`, whatever else went wrong.
+    const auto give_up = [bounded, shared](const std::string& reason) {
       if (auto communicator = shared->communicator.lock()) {
         communicator->mark_failed(reason);
       }
       bounded->setError(std::make_exception_ptr(std::runtime_error(reason)));
-    }).detach();
+    };
+    const std::string late =
+        "c10d_func backend: " + shared->what + " did not complete within its timeout of " +
+        std::to_string(shared->timeout.count()) + " ms (the call's Options.timeout); ";
+    // The roll call waits up to its bound: not on the thread that serves every deadline.
+    try {
+      std::thread([give_up, shared, late] {
+        try {
+          const auto bound = roll_call_bound(shared->timeout);
+          give_up(late + findings_of(call_the_roll(shared->roll_call, shared->occasion, bound),
+                                     bound, {}));
+        } catch (const std::exception& error) {
+          give_up(late + "the roll call failed (" + error.what() + ")");
+        }
+      }).detach();
+    } catch (const std::exception& error) {
+      give_up(late + "no roll call (" + error.what() + ")");
+    }
   });
   return bounded;
 }

@@ -27,7 +27,14 @@ Completion explained_by(const Completion& upstream,
   auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
   upstream->addCallback([roll_call, done](c10::ivalue::Future& finished) {
     if (finished.hasError()) {
-      const std::string why = roll_call->explain(finished.tryRetrieveErrorMessage());
+      // The roll call talks to the store; if that fails too, the collective's own error still
+      // reaches the waiter (a Completion left unmarked would hang it).
+      std::string why = finished.tryRetrieveErrorMessage();
+      try {
+        why = roll_call->explain(why);
+      } catch (const std::exception& error) {
+        why += " (the roll call failed: " + std::string(error.what()) + ")";
+      }
       done->setError(std::make_exception_ptr(std::runtime_error(why)));
     } else {
       done->markCompleted();

@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -26,6 +27,33 @@ void set_nodelay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+namespace {
+
+// connect() bounded by `deadline` (a blocking one waits out the kernel's SYN retries, about two
+// minutes against a host that drops packets); leaves the socket blocking. False with errno set.
+bool connect_until(int fd, const addrinfo& where, Clock::time_point deadline) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  int error = ::connect(fd, where.ai_addr, where.ai_addrlen) == 0 ? 0 : errno;
+  if (error == EINPROGRESS) {
+    pollfd ready{fd, POLLOUT, 0};
+    int polled = 0;
+    while ((polled = ::poll(&ready, 1, milliseconds_until(deadline))) < 0 && errno == EINTR) {
+    }
+    socklen_t length = sizeof(error);
+    if (polled == 1) {
+      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
+    } else {
+      error = polled == 0 ? ETIMEDOUT : errno;
+    }
+  }
+  ::fcntl(fd, F_SETFL, flags);
+  errno = error;
+  return error == 0;
+}
+
+}  // namespace
+
 int milliseconds_until(Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   return static_cast<int>(std::max<int64_t>(left.count(), 0));
@@ -39,7 +67,9 @@ std::pair<int, int> listen_on(const std::string& address) {
   if (::getaddrinfo(address.c_str(), "0", &hints, &found) != 0) {
     return {-1, 0};
   }
-  int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking: a connection gone between poll and accept (accept(2) documents it) makes
+  // accept answer EAGAIN instead of waiting for the next one past the formation's deadline.
+  int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd >= 0 && (::bind(fd, found->ai_addr, found->ai_addrlen) != 0 || ::listen(fd, 64) != 0)) {
     ::close(fd);
     fd = -1;
@@ -87,7 +117,7 @@ int connect_to(const std::string& address, int port, Clock::time_point deadline,
   std::string why;
   while (true) {
     const int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+    if (fd >= 0 && connect_until(fd, *found, deadline)) {
       ::freeaddrinfo(found);
       return fd;
     }

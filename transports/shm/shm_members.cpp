@@ -120,6 +120,15 @@ void Members::wait_for(int64_t member, uint64_t step, const char* op) {
     if (peer.failed.load(std::memory_order_acquire) != 0) {
       fail(op, name_of(member) + " failed: " + bounded_text(peer.failure, sizeof(peer.failure)));
     }
+    // This member's communicator failed while it waited (a classic call's own Options.timeout
+    // ran out while the caller's thread ran the collective, or another thread's collective
+    // failed): stop at once rather than at the group's timeout.
+    if (owner_.failed()) {
+      const std::optional<std::string> failure = owner_.failure();
+      TORCH_CHECK(false, "c10d_func.", op, " failed on group (", group_,
+                  ", shm): this member's communicator failed while it waited for ", name_of(member),
+                  ": ", failure.value_or("(no reason kept)"));
+    }
     if (member_is_dead(pids_[member], pid_namespaces_[member])) {
       fail(op, name_of(member) + " (pid " + std::to_string(pids_[member]) +
                    ") exited during the collective");
