@@ -223,7 +223,24 @@ Completion when_all(const std::vector<Completion>& completions) {
       }
       all->markCompleted(c10::IValue(), std::move(storages));
     });
-    chain_deferred_wait(completion, all);
+  }
+  // Waiting `all` runs every part's deferred wait, in order (a Completion has one entry:
+  // chaining each part to it would keep only the last part's, and the others' would never run).
+  // The parts are held weakly: their callbacks hold `all`.
+  if (std::any_of(completions.begin(), completions.end(), [](const Completion& part) {
+        return deferred_waits().find(part, /*take=*/false) != nullptr;
+      })) {
+    std::vector<c10::weak_intrusive_ptr<c10::ivalue::Future>> parts(completions.begin(),
+                                                                    completions.end());
+    const auto each = [parts](void (*step)(const Completion&)) {
+      for (const auto& weak : parts) {
+        if (Completion part = weak.lock()) {
+          step(part);
+        }
+      }
+    };
+    help_when_waited(
+        all, [each] { each(&run_deferred_wait); }, [each] { each(&expose_completion); });
   }
   return all;
 }
