@@ -176,7 +176,9 @@ Completion PointToPoint::post(const at::Tensor& tensor, int64_t sender, int64_t 
       }
       TORCH_CHECK(!channel->formation_error, *channel->formation_error);
       Completion moved = channel->communicator->broadcast(buffer, /*root=*/0);
-      moved->wait();  // CPU: until delivered; CUDA: the caller's stream waits on the transfer
+      // CPU: until delivered (running its deferred wait, if the transport left one to the
+      // waiter); CUDA: the caller's stream waits on the transfer.
+      wait_completion(moved);
       if (moved->hasError()) {
         done->setError(moved->exception_ptr());
         return;
