@@ -234,7 +234,11 @@ ExitReport settle_at_exit(std::chrono::milliseconds budget) {
   for (auto& entry : entries) {
     const Completion& completion = entry.work->completion();
     ++report.unwaited;
-    run_deferred_wait(completion);
+    // A deferred wait runs the collective in this thread, bounded by its group's timeout only:
+    // once the budget is spent, the others are abandoned rather than run one after another.
+    if (std::chrono::steady_clock::now() < deadline) {
+      run_deferred_wait(completion);
+    }
     while (!completion->completed() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
