@@ -51,6 +51,42 @@ std::string other_choices(c10d::Store& choices, const Chunk& chunk, const std::s
          "them)";
 }
 
+// The chunk's members in ascending order, as a chunk describes itself ("[0, 1]").
+std::string sorted_members(const Chunk& chunk) {
+  Chunk sorted = chunk;
+  std::sort(sorted.members.begin(), sorted.members.end());
+  return sorted.describe();
+}
+
+// The members of `chunk` that last listed it in another order (read from `orders`, cut to 4096
+// bytes), as a sentence for a formation's error; empty where none did.
+std::string other_orders(c10d::Store& orders, const Chunk& chunk) {
+  std::ostringstream others;
+  const std::string mine = chunk.describe();
+  try {
+    for (const int64_t member : chunk.members) {
+      const std::string key = std::to_string(member);
+      if (!orders.check({key})) {
+        continue;
+      }
+      const std::vector<uint8_t> value = orders.get(key);
+      const std::string theirs(value.begin(), value.begin() + std::min<size_t>(value.size(), 4096));
+      if (theirs != mine) {
+        others << (others.tellp() > 0 ? ", " : "") << "rank " << member << " " << theirs;
+      }
+    }
+  } catch (const std::exception&) {
+    return "";  // the store itself is gone: the error says enough
+  }
+  if (others.tellp() == 0) {
+    return "";
+  }
+  return " (the members listed the group's ranks in different orders: this member " + mine + ", " +
+         others.str() +
+         "; a list of ranks is ordered, its order numbering the members: every member must pass "
+         "the same list)";
+}
+
 }  // namespace
 
 GroupIdentity chunk_identity(c10::Device device, const std::string& tag, const Chunk& chunk) {
@@ -209,6 +245,14 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
   const auto choices = c10::make_intrusive<c10d::PrefixStore>(choice_prefix.str(), connection);
   choices->set(std::to_string(chunk.index),
                std::vector<uint8_t>(transport.name.begin(), transport.name.end()));
+  // And the order this member listed the chunk in, under the members' set: one that listed
+  // them in another order (each rank passing [me, peer]) names another chunk and waits elsewhere.
+  const auto orders = c10::make_intrusive<c10d::PrefixStore>(
+      "c10d_func/" + device.str() + "/" + tag + "/" + sorted_members(chunk) + "/order/",
+      connection);
+  const std::string order = chunk.describe();
+  orders->set(std::to_string(chunk.members.at(chunk.index)),
+              std::vector<uint8_t>(order.begin(), order.end()));
   Rendezvous rendezvous;
   rendezvous.store = c10::make_intrusive<c10d::PrefixStore>(prefix.str(), connection);
   rendezvous.rank = chunk.index;
@@ -222,7 +266,8 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
   try {
     formed = form_communicator(op, transport, rendezvous);
   } catch (const c10::Error& error) {
-    const std::string others = other_choices(*choices, chunk, transport.name);
+    const std::string others =
+        other_choices(*choices, chunk, transport.name) + other_orders(*orders, chunk);
     if (others.empty()) {
       throw;
     }

@@ -267,6 +267,27 @@ def test_members_choosing_different_transports_are_named_at_the_timeout(pool2):
         assert "set_transport differ between them" in message, message
 
 
+def body_members_list_ranks_in_different_orders(rank: int, world_size: int, tag: str) -> str:
+    # Each rank passes [me, peer]: a list of ranks is ordered (it numbers the members), so the
+    # two name different groups; the timeout names the order each used.
+    with with_timeout("3"):
+        try:
+            ops.wait_tensor(ops.all_reduce(torch.ones(2), "sum", tag, [rank, 1 - rank], 2))
+            return "no error"
+        except RuntimeError as error:
+            return str(error)
+
+
+def test_members_listing_ranks_in_different_orders_are_named_at_the_timeout(pool2):
+    tag = f"orders-{uuid.uuid4().hex[:8]}"
+    messages = pool2.run(body_members_list_ranks_in_different_orders, tag, timeout=90)
+    assert "this member [0, 1], rank 1 [1, 0]" in messages[0], messages[0]
+    assert "this member [1, 0], rank 0 [0, 1]" in messages[1], messages[1]
+    for message in messages:
+        assert "listed the group's ranks in different orders" in message, message
+        assert "every member must pass the same list" in message, message
+
+
 def body_peer_never_arrives(rank: int, world_size: int, tag: str):
     if rank == world_size - 1:
         return None  # this rank never makes the call
