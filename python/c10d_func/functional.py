@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import torch
+from torch.distributed import _functional_collectives as _torch_funcol
 
 from ._async import AsyncCollectiveTensor, wait_tensor, wait_tensors, wrap_output
 from ._groups import (
@@ -33,6 +34,8 @@ from ._groups import (
 
 __all__ = [
     "RANK_TYPES",
+    "REDUCE_OP_TO_STR",
+    "ArgumentError",
     "AsyncCollectiveTensor",
     "all_gather_into_tensor_coalesced",
     "all_gather_single",
@@ -44,6 +47,7 @@ __all__ = [
     "all_reduce_coalesced",
     "all_to_all_single",
     "all_to_all_single_autograd",
+    "allow_inflight_collective_as_graph_input_ctx",
     "broadcast",
     "gather",
     "permute_tensor",
@@ -60,6 +64,21 @@ __all__ = [
 ]
 
 _ops = torch.ops.c10d_func
+
+# torch's module's own helpers, the same objects: code that takes them from torch's module finds
+# them here. The context manager sets torch's switch, which c10d_func's waits honour as torch's
+# do (an in-flight classic collective waited inside a compiled region).
+REDUCE_OP_TO_STR = _torch_funcol.REDUCE_OP_TO_STR
+allow_inflight_collective_as_graph_input_ctx = (
+    _torch_funcol.allow_inflight_collective_as_graph_input_ctx
+)
+
+
+class ArgumentError(ValueError, AssertionError):
+    """A bad argument of a function of this module (a size the group does not divide,
+    `scatter_dim` of another length than the inputs, a 0-d tensor to scatter): a ValueError, and
+    an AssertionError, as torch's module raises for the same checks."""
+
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -150,10 +169,10 @@ def _blocks_from_dim(
 ) -> torch.Tensor:
     """The reduce_scatter input whose dim-0 blocks are `tensor`'s chunks along `scatter_dim`."""
     if tensor.dim() == 0:
-        raise ValueError(f"c10d_func.{fn}: a 0-d tensor cannot be scattered")
+        raise ArgumentError(f"c10d_func.{fn}: a 0-d tensor cannot be scattered")
     dim = _checked_dim(scatter_dim, tensor.dim(), "scatter_dim", fn)
     if tensor.size(dim) % group_size != 0:
-        raise ValueError(
+        raise ArgumentError(
             f"c10d_func.{fn}: input dimension {scatter_dim} (size {tensor.size(dim)}) must be a "
             f"multiple of the group size {group_size}"
         )
@@ -240,7 +259,7 @@ def reduce_scatter_single_coalesced(
     """`reduce_scatter_tensor` of every tensor of the list (each along its own scatter_dim),
     issued as one collective. The input list is not modified."""
     if len(scatter_dim) != len(inputs):
-        raise ValueError(
+        raise ArgumentError(
             f"c10d_func.reduce_scatter_tensor_coalesced: scatter_dim has {len(scatter_dim)} "
             f"entries for {len(inputs)} inputs"
         )
@@ -269,7 +288,7 @@ def all_to_all_single(
     Both split lists name dim-0 sizes per member; both None splits dim 0 evenly.
     """
     if (output_split_sizes is None) != (input_split_sizes is None):
-        raise ValueError(
+        raise ArgumentError(
             "c10d_func.all_to_all_single: output_split_sizes and input_split_sizes must both be "
             "given or both be None"
         )

@@ -575,10 +575,14 @@ def test_every_torch_public_function_is_provided():
         if inspect.isfunction(value)
         and value.__module__ == TORCH_FUNCOL
         and not name.startswith("_")
-        and not any(s in name for s in ("inplace", "_meta", "backward", "setup_context", "ctx"))
+        and not any(s in name for s in ("inplace", "_meta", "backward", "setup_context"))
     } - {"wait_tensor_backward"}
     assert theirs <= set(c10d_func.__all__), theirs - set(c10d_func.__all__)
     assert {"gather", "scatter", "reduce", "AsyncCollectiveTensor"} <= set(c10d_func.__all__)
+    # torch's helpers are torch's own objects (the context manager sets torch's switch).
+    assert c10d_func.REDUCE_OP_TO_STR is module.REDUCE_OP_TO_STR
+    ctx = module.allow_inflight_collective_as_graph_input_ctx
+    assert c10d_func.allow_inflight_collective_as_graph_input_ctx is ctx
 
 
 def test_autograd_names_are_aliases():
@@ -628,12 +632,16 @@ def test_waiting_none_says_why():
 
 
 def test_bad_scatter_dims_get_clear_errors():
-    with pytest.raises(ValueError, match=r"reduce_scatter_tensor: input dimension 1 \(size 3\)"):
-        funcol.reduce_scatter_tensor(torch.ones(4, 3), "sum", 1, [0, 1])
-    with pytest.raises(ValueError, match="scatter_dim has 1 entries for 2 inputs"):
-        funcol.reduce_scatter_tensor_coalesced([torch.ones(2), torch.ones(2)], "sum", [0], [0, 1])
-    with pytest.raises(ValueError, match="both be None"):
-        funcol.all_to_all_single(torch.ones(2), [1, 1], None, [0, 1])
+    # Each a ValueError and, as torch's module raises for the same checks, an AssertionError.
+    for error in (ValueError, AssertionError):
+        with pytest.raises(error, match=r"reduce_scatter_tensor: input dimension 1 \(size 3\)"):
+            funcol.reduce_scatter_tensor(torch.ones(4, 3), "sum", 1, [0, 1])
+        with pytest.raises(error, match="scatter_dim has 1 entries for 2 inputs"):
+            funcol.reduce_scatter_tensor_coalesced(
+                [torch.ones(2), torch.ones(2)], "sum", [0], [0, 1]
+            )
+        with pytest.raises(error, match="both be None"):
+            funcol.all_to_all_single(torch.ones(2), [1, 1], None, [0, 1])
 
 
 def test_the_wait_tensor_alias_warning_filter_is_narrow():
