@@ -22,33 +22,48 @@ bool partitions_world(const GroupSpec& spec, int64_t world_size) {
   return static_cast<int64_t>(spec.ranks.size()) == world_size && spec.group_size < world_size;
 }
 
-// What the members of `chunk` that chose another transport than `mine` chose (read from
-// `choices`, cut to 64 bytes), as a sentence for a formation's error; empty where all agree.
-std::string other_choices(c10d::Store& choices, const Chunk& chunk, const std::string& mine) {
+// The members of `chunk` whose value in `store` (keyed by global rank; cut to 4096 bytes)
+// differs from `mine`, as "rank 1 'gloo', rank 3 'shm'"; empty where all agree, or where the
+// store itself is gone (the error then says enough).
+std::string members_differing(c10d::Store& store, const Chunk& chunk, const std::string& mine) {
   std::ostringstream others;
   try {
-    for (int64_t i = 0; i < chunk.size(); ++i) {
-      const std::string key = std::to_string(i);
-      if (!choices.check({key})) {
+    for (const int64_t member : chunk.members) {
+      const std::string key = std::to_string(member);
+      if (!store.check({key})) {
         continue;
       }
-      const std::vector<uint8_t> value = choices.get(key);
-      const std::string theirs(value.begin(), value.begin() + std::min<size_t>(value.size(), 64));
+      const std::vector<uint8_t> value = store.get(key);
+      const std::string theirs(value.begin(), value.begin() + std::min<size_t>(value.size(), 4096));
       if (theirs != mine) {
-        others << (others.tellp() > 0 ? ", " : "") << "rank " << chunk.members.at(i) << " '"
-               << theirs << "'";
+        others << (others.tellp() > 0 ? ", " : "") << "rank " << member << " '" << theirs << "'";
       }
     }
   } catch (const std::exception&) {
-    return "";  // the store itself is gone: the error says enough
-  }
-  if (others.tellp() == 0) {
     return "";
   }
-  return " (the members chose different transports for this tag: this member '" + mine + "', " +
-         others.str() +
-         "; C10D_FUNC_CPU_TRANSPORT, C10D_FUNC_CUDA_TRANSPORT or set_transport differ between "
-         "them)";
+  return others.str();
+}
+
+// Why a chunk's members waited for each other under different rendezvous, from what each wrote
+// in `transports` and `orders` (a formation's error ends with it); empty where they agree.
+std::string disagreements(c10d::Store& transports, c10d::Store& orders, const Chunk& chunk,
+                          const std::string& transport) {
+  std::string why;
+  if (const std::string others = members_differing(transports, chunk, transport); !others.empty()) {
+    why += " (the members chose different transports for this tag: this member '" + transport +
+           "', " + others +
+           "; C10D_FUNC_CPU_TRANSPORT, C10D_FUNC_CUDA_TRANSPORT or set_transport differ between "
+           "them)";
+  }
+  const std::string order = chunk.describe();
+  if (const std::string others = members_differing(orders, chunk, order); !others.empty()) {
+    why += " (the members listed the group's ranks in different orders: this member '" + order +
+           "', " + others +
+           "; a list of ranks is ordered, its order numbering the members: every member must "
+           "pass the same list)";
+  }
+  return why;
 }
 
 // The chunk's members in ascending order, as a chunk describes itself ("[0, 1]").
@@ -56,35 +71,6 @@ std::string sorted_members(const Chunk& chunk) {
   Chunk sorted = chunk;
   std::sort(sorted.members.begin(), sorted.members.end());
   return sorted.describe();
-}
-
-// The members of `chunk` that last listed it in another order (read from `orders`, cut to 4096
-// bytes), as a sentence for a formation's error; empty where none did.
-std::string other_orders(c10d::Store& orders, const Chunk& chunk) {
-  std::ostringstream others;
-  const std::string mine = chunk.describe();
-  try {
-    for (const int64_t member : chunk.members) {
-      const std::string key = std::to_string(member);
-      if (!orders.check({key})) {
-        continue;
-      }
-      const std::vector<uint8_t> value = orders.get(key);
-      const std::string theirs(value.begin(), value.begin() + std::min<size_t>(value.size(), 4096));
-      if (theirs != mine) {
-        others << (others.tellp() > 0 ? ", " : "") << "rank " << member << " " << theirs;
-      }
-    }
-  } catch (const std::exception&) {
-    return "";  // the store itself is gone: the error says enough
-  }
-  if (others.tellp() == 0) {
-    return "";
-  }
-  return " (the members listed the group's ranks in different orders: this member " + mine + ", " +
-         others.str() +
-         "; a list of ranks is ordered, its order numbering the members: every member must pass "
-         "the same list)";
 }
 
 }  // namespace
@@ -243,16 +229,15 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
   choice_prefix << "c10d_func/" << device << "/" << tag << "/" << chunk.describe() << "/"
                 << generation << "/transport/";
   const auto choices = c10::make_intrusive<c10d::PrefixStore>(choice_prefix.str(), connection);
-  choices->set(std::to_string(chunk.index),
-               std::vector<uint8_t>(transport.name.begin(), transport.name.end()));
+  const std::string me = std::to_string(chunk.members.at(chunk.index));
+  choices->set(me, std::vector<uint8_t>(transport.name.begin(), transport.name.end()));
   // And the order this member listed the chunk in, under the members' set: one that listed
   // them in another order (each rank passing [me, peer]) names another chunk and waits elsewhere.
   const auto orders = c10::make_intrusive<c10d::PrefixStore>(
       "c10d_func/" + device.str() + "/" + tag + "/" + sorted_members(chunk) + "/order/",
       connection);
   const std::string order = chunk.describe();
-  orders->set(std::to_string(chunk.members.at(chunk.index)),
-              std::vector<uint8_t>(order.begin(), order.end()));
+  orders->set(me, std::vector<uint8_t>(order.begin(), order.end()));
   Rendezvous rendezvous;
   rendezvous.store = c10::make_intrusive<c10d::PrefixStore>(prefix.str(), connection);
   rendezvous.rank = chunk.index;
@@ -266,8 +251,7 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
   try {
     formed = form_communicator(op, transport, rendezvous);
   } catch (const c10::Error& error) {
-    const std::string others =
-        other_choices(*choices, chunk, transport.name) + other_orders(*orders, chunk);
+    const std::string others = disagreements(*choices, *orders, chunk, transport.name);
     if (others.empty()) {
       throw;
     }

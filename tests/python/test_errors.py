@@ -281,8 +281,8 @@ def body_members_list_ranks_in_different_orders(rank: int, world_size: int, tag:
 def test_members_listing_ranks_in_different_orders_are_named_at_the_timeout(pool2):
     tag = f"orders-{uuid.uuid4().hex[:8]}"
     messages = pool2.run(body_members_list_ranks_in_different_orders, tag, timeout=90)
-    assert "this member [0, 1], rank 1 [1, 0]" in messages[0], messages[0]
-    assert "this member [1, 0], rank 0 [0, 1]" in messages[1], messages[1]
+    assert "this member '[0, 1]', rank 1 '[1, 0]'" in messages[0], messages[0]
+    assert "this member '[1, 0]', rank 0 '[0, 1]'" in messages[1], messages[1]
     for message in messages:
         assert "listed the group's ranks in different orders" in message, message
         assert "every member must pass the same list" in message, message
