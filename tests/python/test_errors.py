@@ -248,9 +248,15 @@ def body_members_choose_different_transports(rank: int, world_size: int, tag: st
     # Rank 0 chooses Gloo for the tag, the others shm: each waits for the others under its own
     # transport's rendezvous, and the timeout names every member's choice.
     c10d_func.set_transport("gloo" if rank == 0 else "shm", "cpu", tag=tag)
+    return first_all_reduce_error(tag, list(range(world_size)))
+
+
+def first_all_reduce_error(tag: str, ranks: list[int]) -> str:
+    """Rank-side: the error of a 2-member all_reduce on `ranks` whose group forms under a 3 s
+    timeout, or "no error"."""
     with with_timeout("3"):
         try:
-            ops.wait_tensor(ops.all_reduce(torch.ones(2), "sum", tag, list(range(world_size)), 2))
+            ops.wait_tensor(ops.all_reduce(torch.ones(2), "sum", tag, ranks, 2))
             return "no error"
         except RuntimeError as error:
             return str(error)
@@ -270,12 +276,7 @@ def test_members_choosing_different_transports_are_named_at_the_timeout(pool2):
 def body_members_list_ranks_in_different_orders(rank: int, world_size: int, tag: str) -> str:
     # Each rank passes [me, peer]: a list of ranks is ordered (it numbers the members), so the
     # two name different groups; the timeout names the order each used.
-    with with_timeout("3"):
-        try:
-            ops.wait_tensor(ops.all_reduce(torch.ones(2), "sum", tag, [rank, 1 - rank], 2))
-            return "no error"
-        except RuntimeError as error:
-            return str(error)
+    return first_all_reduce_error(tag, [rank, 1 - rank])
 
 
 def test_members_listing_ranks_in_different_orders_are_named_at_the_timeout(pool2):
