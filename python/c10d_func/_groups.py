@@ -37,6 +37,7 @@ import torch
 import torch.distributed as dist
 from torch.utils._python_dispatch import _disable_current_modes
 
+from ._import_hooks import after_import
 from ._registry import bind
 
 if TYPE_CHECKING:
@@ -276,10 +277,13 @@ def size_unknown_error(
 # Dynamo runs this at trace time on the real arguments and bakes its result into the graph as
 # constants: the group objects it reads (ProcessGroup, DeviceMesh and its rank tensor) cannot be
 # traced, and binding a ProcessGroup must happen in the process that will run the graph, before
-# it runs, which tracing on every rank guarantees.
-@torch._dynamo.assume_constant_result
+# it runs, which tracing on every rank guarantees. Marked when Dynamo loads (nothing is traced
+# before): `torch._dynamo` costs 2 s to import, which eager programs need not pay.
 def _resolve_constant(group: RANK_TYPES, tag: str) -> tuple[str, list[int], int]:
     return _resolve(group, tag)
+
+
+after_import("torch._dynamo", lambda: torch._dynamo.assume_constant_result(_resolve_constant))
 
 
 def resolve_group(group: RANK_TYPES, tag: str = "") -> tuple[str, list[int], int]:

@@ -15,6 +15,10 @@ import warnings
 
 import pytest
 import torch
+
+# Loaded as torch's compile stack loads it: AOT autograd's modules, imported alone, meet an import
+# cycle inside torch (c10d_func no longer imports Dynamo).
+import torch._dynamo
 import torch.distributed as dist
 from c10d_func import _torch_patches
 from torch.testing._internal.distributed.fake_pg import FakeStore
@@ -230,7 +234,8 @@ def test_a_torch_without_a_required_target_fails_with_what_to_do():
 def test_patches_wait_for_their_module_and_import_nothing():
     # A fresh process: importing c10d_func applies exactly the patches whose modules torch has
     # loaded (torch.distributed's; AOT autograd's where torch loads it) and imports none of
-    # inductor's modules it patches or lowers into; importing the rest applies theirs.
+    # inductor's modules it patches or lowers into, nor Dynamo (2 s of an eager program's
+    # start); importing the rest applies theirs.
     program = """
 import json
 import sys
@@ -238,7 +243,7 @@ import c10d_func
 from c10d_func import _torch_patches
 before = {p.name: [_torch_patches.status()[p.name], p.module in sys.modules]
           for p in _torch_patches.PATCHES}
-heavy = ("torch._inductor.lowering", "torch._inductor.fx_passes.post_grad",
+heavy = ("torch._dynamo", "torch._inductor.lowering", "torch._inductor.fx_passes.post_grad",
          "torch._inductor.comm_analysis", "torch._inductor.fx_passes.reinplace")
 inductor = [m for m in heavy if m in sys.modules]
 import torch._inductor.fx_passes.post_grad, torch._inductor.comm_analysis
