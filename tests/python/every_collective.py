@@ -34,8 +34,13 @@ def rows_for(world_size: int) -> int:
     return 256 * world_size
 
 
-def consecutive_pairs(world_size: int) -> list[list[int]]:
-    return [[i, i + 1] for i in range(0, world_size, 2)]
+def default_pairs(world_size: int) -> list[list[int]]:
+    """Rank i with rank i + world_size / 2: chunks that interleave in the rank list ([0, 2, 1,
+    3] in chunks of 2), and, with the ranks numbered host by host on two hosts, the pairs that
+    span them (cross_host_pairs): the program compiled and exported on one host is then the one
+    the test hosts run, and inductor's cache and the exported package serve both."""
+    half = world_size // 2
+    return [[i, i + half] for i in range(half)]
 
 
 def cross_host_pairs(hosts: Sequence[int]) -> list[list[int]]:
@@ -49,13 +54,13 @@ def cross_host_pairs(hosts: Sequence[int]) -> list[list[int]]:
 class EveryCollective(torch.nn.Module):
     """One call of every collective of the library, each output read right after its wait.
     Rank-independent, so one compiled or exported program serves every rank. The multi-group
-    calls run on `pairs` (a partition of the world into groups of two; consecutive ranks unless
-    given: across test hosts, pairs that span the hosts)."""
+    calls run on `pairs` (a partition of the world into groups of two; default_pairs unless
+    given)."""
 
     def __init__(self, world_size: int, pairs: Pairs | None = None) -> None:
         super().__init__()
         self.everyone = list(range(world_size))
-        self.pairs = [list(p) for p in pairs] if pairs else consecutive_pairs(world_size)
+        self.pairs = [list(p) for p in pairs] if pairs else default_pairs(world_size)
         self.shift = [(i + 1) % world_size for i in range(world_size)]
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -94,7 +99,7 @@ def expected_outputs(
 ) -> list[torch.Tensor]:
     """The same program computed from every rank's known input `xs[r]`, with no communication."""
     n, me = world_size, rank
-    (pair,) = [list(p) for p in (pairs or consecutive_pairs(n)) if me in p]
+    (pair,) = [list(p) for p in (pairs or default_pairs(n)) if me in p]
     mine = pair.index(me)
 
     def stack(ts: list[torch.Tensor]) -> torch.Tensor:
@@ -235,7 +240,7 @@ def aoti_package(
 ) -> str:
     """Exported and compiled once per world size, device and pairs, in the calling process, where
     no world exists; its generated source is checked to call every op by its C entry point."""
-    layout = "_".join("-".join(map(str, p)) for p in (pairs or consecutive_pairs(world_size)))
+    layout = "_".join("-".join(map(str, p)) for p in (pairs or default_pairs(world_size)))
     key = (world_size, device, layout)
     if key not in _packages:
         with no_world():

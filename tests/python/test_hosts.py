@@ -263,7 +263,10 @@ def test_strangers_at_every_listening_port_change_no_result(tmp_path):
     # could (programs/stranger.py). The rail links take only connections that present the
     # formation's secret from the store; the rest are closed and accepting goes on. Each rail
     # link's members connect 300 ms after the listeners open (a test-only delay), so that strangers
-    # surely meet them.
+    # surely meet them. The groups form and run every API collective as in
+    # test_every_op_picks_shm_inside_a_host_and_gloo_across, without its sweep of every reduction
+    # and dtype: the strangers meet the links as they form, and the sweep runs over the links
+    # those formations made.
     stop = tmp_path / "stop"
     store_port = free_port()
     env = {
@@ -283,7 +286,9 @@ def test_strangers_at_every_listening_port_change_no_result(tmp_path):
             for name in hosts.names
         ]
         try:
-            launchers = hosts.launch("on_test_hosts.py", [2, 2], ["every_op", "0,0,1,1"], env=env)
+            launchers = hosts.launch(
+                "on_test_hosts.py", [2, 2], ["every_op", "0,0,1,1", "0"], env=env
+            )
             ranks, leftovers = host_results(launchers, timeout=300)
         finally:
             stop.touch()

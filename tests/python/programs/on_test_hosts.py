@@ -5,7 +5,8 @@ hosts are real network namespaces, with c10d_func's own env:// world (MASTER_ADD
 
 every_op: every API collective on groups inside one host, across hosts, and a partition with
 both kinds of chunk in one call, each checked against the reference; then which transport
-served each group, from c10d_func.groups(). reductions: the hierarchical paths' every
+served each group, from c10d_func.groups() (every_op 0: without the sweep of every reduction
+and dtype). reductions: the hierarchical paths' every
 reduction and dtype alone (for more than two hosts), and who served them. classic: dist.* on a c10d_func group. link_down:
 the veth is cut before a collective. host_killed NUMEL [ACROSS]: host 1's ranks are killed, with a
 NUMEL-element all_reduce in flight or before a small one. compiled PACKAGE: every collective
@@ -37,7 +38,10 @@ def groups_by_host(hosts: list[int]) -> list[list[int]]:
     return [[r for r, h in enumerate(hosts) if h == host] for host in sorted(set(hosts))]
 
 
-def every_op(rank: int, hosts: list[int]) -> dict[str, object]:
+def every_op(rank: int, hosts: list[int], with_reductions: str = "1") -> dict[str, object]:
+    """Every API collective on the chunks inside each host, the world and pairs (each group's
+    transport reported), shm refused across hosts, and, unless `with_reductions` is "0", every
+    reduction and dtype of the hierarchical paths (reductions_across_hosts)."""
     world = list(range(len(hosts)))
     failures: list[str] = []
     served: dict[str, str] = {}
@@ -71,7 +75,8 @@ def every_op(rank: int, hosts: list[int]) -> dict[str, object]:
         forced = "no error"
     except RuntimeError as error:
         forced = str(error).splitlines()[0]
-    failures += reductions_across_hosts(rank, hosts)
+    if with_reductions != "0":
+        failures += reductions_across_hosts(rank, hosts)
     failures += opposite_orders_across_tags(rank, hosts)
     return {"failures": failures, "served": served, "forced_shm": forced}
 
