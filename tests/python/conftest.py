@@ -10,6 +10,12 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+# Inductor compiles in worker processes of its own, started per compiling process, each importing
+# torch (about 5 s of CPU): per rank, on a machine whose cores the ranks already share. Every
+# process of the tests (pytest, the pools' ranks, the programs they launch, the test hosts' ranks)
+# inherits this and compiles in its own process instead.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
 from worker_pool import WorkerPool
 
 # Skips other than GPU-only ones fail CI (skip_policy.py).
