@@ -3,7 +3,8 @@
 Launched once per rank (env:// world) with TORCH_FR_BUFFER_SIZE and TORCH_FR_DUMP_TEMP_FILE set.
 Argument: "backend" (classic calls on a c10d_func group) or "functional" (c10d_func's ops). The
 last rank skips the third all_reduce and waits for its own dump (asked for by the ranks that
-time out); the others report their error. Prints "dumped" once this rank's dump exists.
+time out); the others report their error. Prints "dumped" once this rank's dump exists; rank 0
+then runs torch's analyzer (torch.distributed.flight_recorder.fr_trace) on every rank's dump.
 """
 
 import datetime
@@ -61,4 +62,15 @@ while not (all(map(os.path.exists, dumps)) and complete(dumps[rank])):
         break
     time.sleep(0.05)
 print("dumped" if complete(dumps[rank]) else "no dump", flush=True)
+if rank == 0:
+    # torch's analyzer on every rank's dump, here rather than in a process of its own that would
+    # import torch again: its report goes to this rank's stdout and stderr.
+    from torch.distributed.flight_recorder.fr_trace import main as analyze
+
+    while not all(map(complete, dumps)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    prefix = os.environ["TORCH_FR_DUMP_TEMP_FILE"]
+    analyze([os.path.dirname(prefix), "-p", os.path.basename(prefix)])
+    sys.stdout.flush()
+    sys.stderr.flush()
 os._exit(0)  # the failed group's members are out of step: no orderly teardown
