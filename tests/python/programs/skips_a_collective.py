@@ -55,9 +55,10 @@ def complete(path: str) -> bool:
 
 
 # Bounded by the test's own timeout on this process. This process's dump must be whole before
-# it exits (its writer is a thread of this process).
+# it exits (its writer is a thread of this process); rank 0 analyzes them all, so waits for all.
+needed = dumps if rank == 0 else [dumps[rank]]
 deadline = time.monotonic() + 30
-while not (all(map(os.path.exists, dumps)) and complete(dumps[rank])):
+while not (all(map(os.path.exists, dumps)) and all(map(complete, needed))):
     if time.monotonic() > deadline:
         break
     time.sleep(0.05)
@@ -67,8 +68,6 @@ if rank == 0:
     # import torch again: its report goes to this rank's stdout and stderr.
     from torch.distributed.flight_recorder.fr_trace import main as analyze
 
-    while not all(map(complete, dumps)) and time.monotonic() < deadline:
-        time.sleep(0.05)
     prefix = os.environ["TORCH_FR_DUMP_TEMP_FILE"]
     analyze([os.path.dirname(prefix), "-p", os.path.basename(prefix)])
     sys.stdout.flush()
