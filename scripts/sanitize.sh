@@ -46,6 +46,11 @@ if [[ -n ${SANITIZER_LOG_DIR:-} ]]; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:-}:log_path=$SANITIZER_LOG_DIR/report"
   export TSAN_OPTIONS="${TSAN_OPTIONS:-}:log_path=$SANITIZER_LOG_DIR/report"
 fi
+# Every rank and program in an interpreter of its own, as the sanitizer runtime expects: not
+# forked from the tests' preloaded server (tests/python/preloaded.py), which imported torch
+# before OMP_NUM_THREADS was read and holds a thread of its own (TSan refuses threads after a
+# fork of a threaded process).
+export C10D_FUNC_TEST_FRESH_INTERPRETERS=1
 # Instrumented code runs several times slower: the tests' own bounds stretch by this much
 # (tests/python/worker_pool.py), so that a run fails on findings, not on the clock.
 export C10D_FUNC_TEST_SLOWDOWN="${C10D_FUNC_TEST_SLOWDOWN:-$([[ $kind == address ]] && echo 3 || echo 8)}"

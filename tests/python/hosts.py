@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Self
 
+import preloaded
 from worker_pool import SLOWDOWN, TESTS_DIR, free_port, scaled_env
 
 SUBNET = "10.231.{index}.{host}"  # a private test subnet that lives only inside the namespaces
@@ -172,6 +173,8 @@ class TestHosts:
         and output, then what its ranks left in the host's /dev/shm. Returns the launchers, one
         per host; `host_results` reads them."""
         world = sum(ranks_per_host)
+        if preloaded.preloadable([sys.executable, program]):
+            preloaded.server_address()  # the hosts' launchers start their ranks from it
         base = {
             **os.environ,
             "MASTER_ADDR": self.address(0),

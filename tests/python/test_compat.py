@@ -27,6 +27,7 @@ import subprocess
 import sys
 
 import c10d_func as funcol
+import preloaded
 import pytest
 import torch
 import torch.distributed as dist
@@ -470,18 +471,16 @@ def test_async_collective_tensor_behaves_as_torchs(pool2):
 
 
 def run_program(name: str) -> str:
-    """Runs tests/python/programs/<name> in a fresh interpreter; returns its output."""
+    """Runs tests/python/programs/<name> in a process of its own (preloaded.py); returns its
+    output."""
     program = os.path.join(TESTS_DIR, "programs", name)
-    done = subprocess.run(
-        [sys.executable, program],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env={**os.environ, "PYTHONPATH": TESTS_DIR},
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return done.stdout
+    proc = preloaded.start([sys.executable, program], {**os.environ, "PYTHONPATH": TESTS_DIR})
+    try:
+        out, err = proc.communicate(timeout=240)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, out[-3000:] + err[-3000:]
+    return out
 
 
 def test_fake_world_and_local_tensor_mode():
@@ -528,7 +527,7 @@ def test_demo_names_the_transport_that_served_it(pool2):
     assert f"2 CPU ranks over {backend}," in header, header
     # ...is the one the demo's title names.
     demo = [sys.executable, "-m", "c10d_func.demo", "--nproc", "2", "--iters", "1"]
-    done = subprocess.run(demo, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(demo, check=False, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     titles = [line for line in done.stdout.splitlines() if line.startswith("c10d_func demo:")]
     assert len(titles) == 1 and f"2 CPU ranks over {backend}," in titles[0], done.stdout

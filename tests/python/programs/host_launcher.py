@@ -15,6 +15,8 @@ import os
 import subprocess
 import sys
 
+import preloaded  # tests/python (PYTHONPATH)
+
 TIMEOUT = float(os.environ.get("C10D_FUNC_TEST_HOST_TIMEOUT", "150")) * float(
     os.environ.get("C10D_FUNC_TEST_SLOWDOWN", "1")
 )
@@ -22,13 +24,14 @@ TIMEOUT = float(os.environ.get("C10D_FUNC_TEST_HOST_TIMEOUT", "150")) * float(
 
 def main() -> None:
     first, count, program, args = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+    # Each rank joins this launcher's namespaces (the host's), started by the tests' preloaded
+    # server (torch already imported) or, where fresh interpreters are asked for, by nsenter.
     procs = {
-        first + local: subprocess.Popen(
+        first + local: preloaded.start(
             [sys.executable, program, *args],
-            env={**os.environ, "RANK": str(first + local), "LOCAL_RANK": str(local)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
+            {**os.environ, "RANK": str(first + local), "LOCAL_RANK": str(local)},
+            namespaces_of=os.getpid(),
+            merge_stderr=True,
         )
         for local in range(count)
     }
