@@ -23,6 +23,7 @@ chasing a difference).
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import json
 import os
@@ -203,7 +204,22 @@ def server_address() -> str:
     if ready != b"ready\n":
         raise RuntimeError(f"the preloaded server did not start: {ready!r}")
     os.environ[ADDRESS_VARIABLE] = address
+    atexit.register(_stop_server)
     return address
+
+
+def _stop_server() -> None:
+    """Ends the server this process started (its standard input closes) and waits for it."""
+    if _server is None:
+        return
+    assert _server.stdin is not None and _server.stdout is not None
+    _server.stdin.close()
+    try:
+        _server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        _server.kill()
+        _server.wait()
+    _server.stdout.close()
 
 
 # ------------------------------------------------------------------------------------- server

@@ -113,6 +113,11 @@ def opposite_orders_across_tags(rank: int, hosts: list[int]) -> list[str]:
     return failures
 
 
+def block_piece(rank: int, block: int, numel: int, dtype: torch.dtype) -> torch.Tensor:
+    """Block `block` of `rank`'s input of blocks in reductions_across_hosts."""
+    return make_input(rank, (numel,), dtype, salt=numel + 1 + 1009 * (block + 1))
+
+
 def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
     """The hierarchical paths on chunks spanning hosts: every reduction and dtype of all_reduce,
     reduce_scatter and reduce, all_gather, gather and scatter (to and from every member), all_to_all and broadcast (from every member), at sizes the hosts' pieces do not divide and at 1 MiB
@@ -130,7 +135,11 @@ def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
                 exact = dtype != torch.bfloat16 or numel < 100
                 what = f"rank {rank} {tag} {dtype} x{numel}"
                 inputs = [make_input(r, (numel,), dtype, salt=numel) for r in members]
-                blocks = [make_input(r, (n * numel,), dtype, salt=numel + 1) for r in members]
+                # Member r's input of n blocks is made block by block (block_piece), so a
+                # member makes its own and block `me` of every other member's, the only ones
+                # its references read, not every member's whole input.
+                my_block = torch.cat([block_piece(rank, j, numel, dtype) for j in range(n)])
+                column = [block_piece(r, me, numel, dtype) for r in members]
                 for op in REDUCE_OPS:
                     if not reduce_allowed(op, dtype):
                         continue
@@ -138,8 +147,8 @@ def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
                     why = mismatch(got, reduce_reference(inputs, op), exact)
                     if why:
                         failures.append(f"{what} all_reduce {op}: {why}")
-                    got = funcol.reduce_scatter_tensor(blocks[me], op, 0, members, tag).wait()
-                    why = mismatch(got, reduce_reference(blocks, op).chunk(n)[me], exact)
+                    got = funcol.reduce_scatter_tensor(my_block, op, 0, members, tag).wait()
+                    why = mismatch(got, reduce_reference(column, op), exact)
                     if why:
                         failures.append(f"{what} reduce_scatter {op}: {why}")
                     # reduce runs as the all_reduce (the root keeps it; the others get zeros):
@@ -160,8 +169,8 @@ def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
                 # above, a scatter goes along the root's rail (members numbered host by host) or
                 # straight over the hosts' link; to and from every member in turn.
                 for root in range(n):
-                    got = funcol.scatter(blocks[me], root, members, tag).wait()
-                    why = mismatch(got, blocks[root].chunk(n)[me], True)
+                    got = funcol.scatter(my_block, root, members, tag).wait()
+                    why = mismatch(got, column[root], True)
                     if why:
                         failures.append(f"{what} scatter from {members[root]}: {why}")
                     got = funcol.gather(inputs[me], root, members, tag).wait()
@@ -172,8 +181,8 @@ def reductions_across_hosts(rank: int, hosts: list[int]) -> list[str]:
                 # Block j of member i's input lands as block i of member j's output: in two
                 # steps (inside the host, then along the rail over its link) up to 1 MiB on
                 # even hosts, over the hosts' link with one member per host, else Gloo.
-                got = funcol.all_to_all_single(blocks[me], None, None, members, tag).wait()
-                expected = torch.cat([b.chunk(n)[me] for b in blocks])
+                got = funcol.all_to_all_single(my_block, None, None, members, tag).wait()
+                expected = torch.cat(column)
                 why = mismatch(got, expected, True)
                 if why:
                     failures.append(f"{what} all_to_all: {why}")
