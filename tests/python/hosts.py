@@ -173,7 +173,7 @@ class TestHosts:
         and output, then what its ranks left in the host's /dev/shm. Returns the launchers, one
         per host; `host_results` reads them."""
         world = sum(ranks_per_host)
-        if preloaded.preloadable([sys.executable, program]):
+        if not preloaded.fresh_interpreters():
             preloaded.server_address()  # the hosts' launchers start their ranks from it
         base = {
             **os.environ,

@@ -38,7 +38,7 @@ from typing import Any
 
 ADDRESS_VARIABLE = "C10D_FUNC_TEST_PRELOADED"
 FRESH_VARIABLE = "C10D_FUNC_TEST_FRESH_INTERPRETERS"
-NAMESPACES = ("net", "uts", "ipc", "mnt")  # what a test host has of its own (mnt last: see join)
+NAMESPACES = ("net", "uts", "ipc", "mnt")  # what a test host has of its own
 MAX_REQUEST_BYTES = 1 << 20
 
 _server: subprocess.Popen | None = None  # the server this process started; its stdin ends it
@@ -47,10 +47,15 @@ _server: subprocess.Popen | None = None  # the server this process started; its 
 # ------------------------------------------------------------------------------------- client
 
 
+def fresh_interpreters() -> bool:
+    """Every process of the tests is to start in an interpreter of its own (FRESH_VARIABLE)."""
+    return os.environ.get(FRESH_VARIABLE, "0") == "1"
+
+
 def preloadable(command: list[str]) -> bool:
     """`command` runs a Python program with this interpreter, which the server can start."""
     return (
-        os.environ.get(FRESH_VARIABLE, "0") != "1"
+        not fresh_interpreters()
         and len(command) >= 2
         and command[0] == sys.executable
         and command[1].endswith(".py")
@@ -287,8 +292,8 @@ def _serve(address: str) -> tuple[dict[str, Any], list[int]] | None:
 
 def _join_namespaces(pid: int) -> None:
     """Enters the network, UTS, IPC and mount namespaces of process `pid` (a test host's
-    launcher), as `nsenter` would; the mount namespace last, once nothing else needs paths
-    of this one (/proc/<pid>/ns/*)."""
+    launcher), as `nsenter` would: every namespace is opened before the first is entered,
+    while /proc/<pid>/ns is still this mount namespace's."""
     libc = ctypes.CDLL(None, use_errno=True)
     fds = [os.open(f"/proc/{pid}/ns/{name}", os.O_RDONLY) for name in NAMESPACES]
     for name, fd in zip(NAMESPACES, fds):
@@ -320,8 +325,7 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
     # standard library and site-packages (what the server had after its own folder and
     # PYTHONPATH).
     inherited = [p for p in sys.path[1:] if p not in _SERVER_PYTHONPATH]
-    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    sys.path[:] = [os.path.dirname(program), *extra, *inherited]
+    sys.path[:] = [os.path.dirname(program), *_pythonpath(), *inherited]
     sys.argv[:] = request["argv"]
     main = types.ModuleType("__main__")
     main.__file__ = program
@@ -333,7 +337,12 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
     exec(code, main.__dict__)  # noqa: S102  (what the interpreter does with a script)
 
 
-_SERVER_PYTHONPATH = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+def _pythonpath() -> list[str]:
+    """The folders this process's PYTHONPATH names."""
+    return [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+
+
+_SERVER_PYTHONPATH = _pythonpath()
 
 if __name__ == "__main__":
     served = _serve(sys.argv[1])

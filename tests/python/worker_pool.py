@@ -162,7 +162,7 @@ def _worker_context() -> Any:
     3 s of CPU saved per worker) and Dynamo and inductor (as much again for each worker that
     compiles; a worker ends with os._exit, so they add nothing to its exit);
     C10D_FUNC_TEST_FRESH_INTERPRETERS=1 spawns fresh ones."""
-    if os.environ.get(preloaded.FRESH_VARIABLE, "0") == "1":
+    if preloaded.fresh_interpreters():
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(["torch", "torch._dynamo", "torch._inductor.compile_fx"])
