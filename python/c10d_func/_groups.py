@@ -13,7 +13,8 @@ collectives accept is desugared here:
 - a group name (``str``, torch's ``GroupName``): the ProcessGroup of that name;
 - a 1-D ``DeviceMesh``: every rank of the mesh, on the mesh's own group;
 - ``(DeviceMesh, dim)``: every group along mesh dimension ``dim`` at once (dim may be its name),
-  each member on its own mesh group along ``dim``.
+  each member on its own mesh group along ``dim``. A mesh's groups number their members by group
+  rank, as their ProcessGroups do (see `_in_group_order`), whatever order the mesh lists them in.
 
 A graph holds only the plain data. Run elsewhere (an exported program in a new job, a compiled
 one in another thread-rank), a ``ptd:<name>`` tag runs on the group of that name there when one
@@ -155,6 +156,25 @@ def _mesh_group(mesh: DeviceMesh, dim: int) -> dist.ProcessGroup | None:
     return pg if isinstance(pg, dist.ProcessGroup) else None
 
 
+def _in_group_order(rows: list[list[int]], members: list[int] | None) -> list[list[int]]:
+    """The mesh's groups along a dim (`rows`, in mesh order), each ordered as its ProcessGroup
+    orders its members.
+
+    A member's index in its group is its group rank, not its mesh coordinate: torch makes a
+    mesh's groups with `new_group` or `split_group`, which sort their ranks, and DTensor places
+    shards by group rank (`DeviceMesh.get_local_rank`), as torch's functional collectives
+    gather them. So on a mesh such as ``[[3, 1], [2, 0]]`` the groups along dim 1 are
+    ``[1, 3]`` and ``[0, 2]``. The caller's own group (its `members`, in its order; one of
+    `rows`) says which order the mesh's groups have; without one, torch's order: ascending.
+    """
+    own = next(
+        (row for row in rows if members is not None and sorted(row) == sorted(members)), None
+    )
+    if own is not None and members == own:
+        return rows  # groups in mesh order (a group made from a mesh's rows as they are)
+    return [members if row is own else sorted(row) for row in rows]
+
+
 def _from_mesh_dim(mesh: DeviceMesh, dim: int | str, tag: str) -> tuple[str, list[int], int]:
     dim = _mesh_dim(mesh, dim)
     size = mesh.size(dim)
@@ -163,15 +183,18 @@ def _from_mesh_dim(mesh: DeviceMesh, dim: int | str, tag: str) -> tuple[str, lis
     # Plain arithmetic on the mesh's own rank tensor: no mode active while tracing (make_fx,
     # fake tensors) may record or intercept it.
     with _disable_current_modes():
-        groups = mesh.mesh.transpose(dim, -1).reshape(-1, size)
-        ranks = [int(r) for r in groups.flatten().tolist()]
+        rows = [
+            [int(r) for r in row] for row in mesh.mesh.transpose(dim, -1).reshape(-1, size).tolist()
+        ]
     pg = _mesh_group(mesh, dim)
+    members = dist.get_process_group_ranks(pg) if pg is not None else None
+    ranks = [r for row in _in_group_order(rows, members) for r in row]
     if pg is not None:
         # Each member runs on its own mesh group (named in its graph by that group's tag), as
         # torch's functional collectives do; a graph run where the group does not exist falls
         # back to c10d_func's communicator for the same ranks.
         tag = tag or _process_group_tag(pg)
-        bind(pg, tag, dist.get_process_group_ranks(pg))
+        bind(pg, tag, members)
     return tag, ranks, size
 
 

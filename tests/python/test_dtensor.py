@@ -11,7 +11,10 @@ resolves its world from that default group. Covered here:
 - a tensor-parallel MLP on local shards matches the single-process MLP, forward and backward,
   eager and compiled;
 - on a 2-D mesh, collectives along each mesh dim on DTensor.to_local() shards equal DTensor's own
-  redistribute.
+  redistribute;
+- the same on a mesh whose rows and columns list their ranks in descending order: a member's place
+  in a mesh group is its group rank (ascending, as torch makes the groups and DTensor places
+  shards), not its mesh coordinate.
 """
 
 from __future__ import annotations
@@ -40,16 +43,19 @@ from worker_pool import WorkerPool
 # Built once per rank by `setup_mesh_world`.
 MESH: Any = None  # 1-D, every rank
 MESH_2D: Any = None  # (2, world_size // 2), dims ("dp", "tp")
+MESH_DESCENDING: Any = None  # MESH_2D's shape, ranks world_size - 1 .. 0: every group reversed
 SUBGROUP: Any = None  # this rank's group of dist.new_subgroups(group_size=2)
 
 
 def setup_mesh_world(rank: int, world_size: int) -> None:
-    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
-    global MESH, MESH_2D, SUBGROUP
+    global MESH, MESH_2D, MESH_DESCENDING, SUBGROUP
     dist.init_process_group("gloo", rank=rank, world_size=world_size)
     MESH = init_device_mesh("cpu", (world_size,))
     MESH_2D = init_device_mesh("cpu", (2, world_size // 2), mesh_dim_names=("dp", "tp"))
+    descending = torch.arange(world_size - 1, -1, -1).reshape(2, world_size // 2)
+    MESH_DESCENDING = DeviceMesh("cpu", descending, mesh_dim_names=("dp", "tp"))
     SUBGROUP, _ = dist.new_subgroups(group_size=2)
 
 
@@ -87,6 +93,19 @@ def mesh_cases(rank: int, world_size: int) -> list[Case]:
             [rank // columns * columns + j for j in range(columns)],
             graph_tag=f"ptd:{MESH_2D.get_group('tp').group_name}",
         ),
+        # The groups along each dim of the descending mesh, in group-rank (ascending) order.
+        Case(
+            "(descending 2-D DeviceMesh, 0)",
+            (MESH_DESCENDING, 0),
+            sorted([rank % columns, rank % columns + columns]),
+            graph_tag=f"ptd:{MESH_DESCENDING.get_group(0).group_name}",
+        ),
+        Case(
+            "(descending 2-D DeviceMesh, 'tp')",
+            (MESH_DESCENDING, "tp"),
+            sorted(rank // columns * columns + j for j in range(columns)),
+            graph_tag=f"ptd:{MESH_DESCENDING.get_group('tp').group_name}",
+        ),
     ]
 
 
@@ -117,11 +136,12 @@ def test_every_function_on_process_group_and_mesh_groups(mesh_pool, backend):
     assert not [w for r in results for w in r.warnings], results[0].warnings
 
 
-def drop_in_program(api: Any, group: Any) -> list[torch.Tensor]:
+def drop_in_program(api: Any, group: Any, n: int) -> list[torch.Tensor]:
     """Written against torch.distributed._functional_collectives; `api` is that module or
-    c10d_func. (Only what torch's module supports over Gloo: sum reductions, no coalesced
-    gather/scatter; its permute_tensor splits by numel, so only 1-D tensors.)"""
-    rank, n = dist.get_rank(), dist.get_world_size()
+    c10d_func, `n` the group's size. (Only what torch's module supports over Gloo: sum
+    reductions, no coalesced gather/scatter; its permute_tensor splits by numel, so only 1-D
+    tensors.)"""
+    rank = dist.get_rank()
     x = make_input(rank, (2 * n, 3), torch.float32, 21)
     outs = [
         api.all_reduce(x, "sum", group),
@@ -139,11 +159,17 @@ def drop_in_program(api: Any, group: Any) -> list[torch.Tensor]:
 def body_drop_in(rank: int, world_size: int) -> list[str]:
     torch_funcol = importlib.import_module("torch.distributed._functional_collectives")
     problems = []
-    for name, group in [("ProcessGroup", dist.group.WORLD), ("DeviceMesh", MESH)]:
+    n = world_size
+    for name, group, size in [
+        ("ProcessGroup", dist.group.WORLD, n),
+        ("DeviceMesh", MESH, n),
+        ("(descending DeviceMesh, 0)", (MESH_DESCENDING, 0), 2),
+        ("(descending DeviceMesh, 1)", (MESH_DESCENDING, 1), n // 2),  # torch: int dims only
+    ]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # torch deprecates the *_tensor names
-            theirs = drop_in_program(torch_funcol, group)
-        ours = drop_in_program(funcol, group)
+            theirs = drop_in_program(torch_funcol, group, size)
+        ours = drop_in_program(funcol, group, size)
         for i, (a, b) in enumerate(zip(ours, theirs)):
             problem = mismatch(a, b, exact=True)
             if problem:
@@ -290,8 +316,10 @@ def test_tensor_parallel_mlp_matches_single_process(mesh_pool, backend):
 # ------------------------------------------------------- 2-D mesh: DTensor's redistribute
 
 
-def body_redistribute(rank: int, world_size: int) -> list[str]:
+def body_redistribute(rank: int, world_size: int, which: str) -> list[str]:
     from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
+
+    mesh = {"ascending": MESH_2D, "descending": MESH_DESCENDING}[which]
 
     problems = []
     full = make_input(0, (8, 4), torch.float32, 31)  # the same global tensor on every rank
@@ -304,20 +332,20 @@ def body_redistribute(rank: int, world_size: int) -> list[str]:
             exact=True,
         )
         if problem:
-            problems.append(f"rank {rank} {what}: {problem}")
+            problems.append(f"rank {rank} {which} mesh, {what}: {problem}")
 
     for dim in (0, 1):
-        along = (MESH_2D, dim)
-        size = MESH_2D.size(dim)
+        along = (mesh, dim)
+        size = mesh.size(dim)
 
         def placements(p: Any, dim: int = dim) -> list[Any]:
             return [p if d == dim else Replicate() for d in range(2)]
 
         def redistributed(dt: DTensor, p: Any, dim: int = dim) -> torch.Tensor:
-            return dt.redistribute(MESH_2D, placements(p, dim)).to_local()
+            return dt.redistribute(mesh, placements(p, dim)).to_local()
 
         for shard_dim in (0, 1):
-            dt = distribute_tensor(full, MESH_2D, placements(Shard(shard_dim)))
+            dt = distribute_tensor(full, mesh, placements(Shard(shard_dim)))
             local = dt.to_local()
             check(
                 f"mesh dim {dim}: Shard({shard_dim}) -> Replicate",
@@ -325,7 +353,7 @@ def body_redistribute(rank: int, world_size: int) -> list[str]:
                 redistributed(dt, Replicate()),
             )
         # Shard(0) -> Shard(1) is an all_to_all: column blocks out, row blocks in.
-        dt = distribute_tensor(full, MESH_2D, placements(Shard(0)))
+        dt = distribute_tensor(full, mesh, placements(Shard(0)))
         blocks = torch.cat(dt.to_local().chunk(size, dim=1))
         check(
             f"mesh dim {dim}: Shard(0) -> Shard(1)",
@@ -333,13 +361,13 @@ def body_redistribute(rank: int, world_size: int) -> list[str]:
             redistributed(dt, Shard(1)),
         )
         for op in ("sum", "max"):
-            dt = DTensor.from_local(partial_local, MESH_2D, placements(Partial(op)))
+            dt = DTensor.from_local(partial_local, mesh, placements(Partial(op)))
             check(
                 f"mesh dim {dim}: Partial({op}) -> Replicate",
                 funcol.all_reduce(partial_local, op, along),
                 redistributed(dt, Replicate()),
             )
-        dt = DTensor.from_local(partial_local, MESH_2D, placements(Partial("sum")))
+        dt = DTensor.from_local(partial_local, mesh, placements(Partial("sum")))
         check(
             f"mesh dim {dim}: Partial -> Shard(0)",
             funcol.reduce_scatter_tensor(partial_local, "sum", 0, along),
@@ -352,15 +380,16 @@ def body_redistribute(rank: int, world_size: int) -> list[str]:
         )
 
     # Both dims sharded: gathering along one dim only ([Shard(0), Shard(1)] -> [Shard(0), Replicate]).
-    dt = distribute_tensor(full, MESH_2D, [Shard(0), Shard(1)])
+    dt = distribute_tensor(full, mesh, [Shard(0), Shard(1)])
     check(
         "[Shard(0), Shard(1)] -> [Shard(0), Replicate]",
-        funcol.all_gather_tensor(dt.to_local(), 1, (MESH_2D, "tp")),
-        dt.redistribute(MESH_2D, [Shard(0), Replicate()]).to_local(),
+        funcol.all_gather_tensor(dt.to_local(), 1, (mesh, "tp")),
+        dt.redistribute(mesh, [Shard(0), Replicate()]).to_local(),
     )
     return problems
 
 
-def test_collectives_along_mesh_dims_equal_dtensor_redistribute(mesh_pool):
-    failures = [f for r in mesh_pool.run(body_redistribute) for f in r]
+@pytest.mark.parametrize("which", ["ascending", "descending"])
+def test_collectives_along_mesh_dims_equal_dtensor_redistribute(mesh_pool, which):
+    failures = [f for r in mesh_pool.run(body_redistribute, which) for f in r]
     assert not failures, "\n".join(failures)
