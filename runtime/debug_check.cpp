@@ -5,6 +5,7 @@
 
 #include <c10/util/Exception.h>
 
+#include "transports/rank_format.h"
 #include "transports/rendezvous.h"
 
 #include <cstdlib>
@@ -71,6 +72,22 @@ std::string unpaired_splits(const Chunk& chunk, const std::vector<std::vector<in
   return "";
 }
 
+// "; ranks 1, 3 did not" for the members whose fingerprint is not in `store`; empty where the
+// store cannot say.
+std::string silent_members(c10d::Store& store, const Chunk& chunk) {
+  std::vector<int64_t> silent;
+  try {
+    for (int64_t i = 0; i < chunk.size(); ++i) {
+      if (!store.check({"fingerprint/" + std::to_string(i)})) {
+        silent.push_back(chunk.members[i]);
+      }
+    }
+  } catch (const std::exception&) {
+    return "";
+  }
+  return silent.empty() ? "" : "; ranks " + format_ranks(silent) + " did not";
+}
+
 }  // namespace
 
 void check_members_agree(std::string_view op, const World& world, const std::string& device,
@@ -92,9 +109,19 @@ void check_members_agree(std::string_view op, const World& world, const std::str
     // Before the fingerprint others wait on.
     store->set("splits/" + std::to_string(chunk.index), as_bytes(splits));
   }
-  const auto fingerprints = store_all_gather(
-      *store, "fingerprint", chunk.index, chunk.size(),
-      std::vector<uint8_t>(fingerprint.begin(), fingerprint.end()), collective_timeout());
+  std::vector<std::vector<uint8_t>> fingerprints;
+  try {
+    fingerprints = store_all_gather(*store, "fingerprint", chunk.index, chunk.size(),
+                                    std::vector<uint8_t>(fingerprint.begin(), fingerprint.end()),
+                                    collective_timeout());
+  } catch (const c10::Error& error) {
+    TORCH_CHECK(false, "c10d_func.", op, ": the members of chunk ", chunk.describe(), " (tag='",
+                tag, "') did not all publish collective #", number, " for the ", debug_switch(),
+                "=DETAIL check", silent_members(*store, chunk),
+                ": a member that has not reached this call, or that runs without the check, never "
+                "does (the check must be on for every member or for none): ",
+                error.what_without_backtrace());
+  }
   bool agree = true;
   std::ostringstream calls;
   for (int64_t i = 0; i < chunk.size(); ++i) {

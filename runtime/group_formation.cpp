@@ -4,6 +4,7 @@
 // group_registry.h.
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include "runtime/debug_check.h"
 #include "runtime/group_registry_impl.h"
 #include "transports/missing_member_reports.h"
 #include "transports/solo/solo_communicator.h"
@@ -247,6 +248,12 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
   rendezvous.timeout = collective_timeout();
   rendezvous.deadline = std::chrono::steady_clock::now() + rendezvous.timeout;
   rendezvous.device = device;
+  // Whether this member runs the C10D_FUNC_DEBUG=DETAIL checks, set before it can arrive: once the
+  // communicator has formed every member's is there to compare. A check on some members only
+  // would wait for the others' calls until the timeout, and they for its collective.
+  const auto checks = c10::make_intrusive<c10d::PrefixStore>("debug/", rendezvous.store);
+  const std::string my_checks = debug_checks_enabled() ? "DETAIL" : "off";
+  checks->set(me, std::vector<uint8_t>(my_checks.begin(), my_checks.end()));
   std::shared_ptr<Communicator> formed;
   try {
     formed = form_communicator(op, transport, rendezvous);
@@ -257,12 +264,24 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
     }
     TORCH_CHECK(false, error.what_without_backtrace(), others);
   }
+  const std::string other_checks = members_differing(*checks, chunk, my_checks);
   slot->communicator =
       observed(std::move(formed), chunk_identity(device, tag, chunk), rendezvous.timeout);
   slot->origin = "created";
   slot->transport = transport.name;
-  std::lock_guard<std::mutex> lock(impl().mutex);
-  impl().generations[key] = generation + 1;
+  {
+    std::lock_guard<std::mutex> lock(impl().mutex);
+    impl().generations[key] = generation + 1;
+  }
+  if (!other_checks.empty()) {
+    const std::string why =
+        "the members of tag='" + tag + "', chunk " + chunk.describe() +
+        " differ in their debug checks: this member '" + my_checks + "', " + other_checks +
+        "; C10D_FUNC_DEBUG=DETAIL (or TORCH_DISTRIBUTED_DEBUG=DETAIL) compares every member's "
+        "calls, so it must be set on every member or on none";
+    slot->communicator->mark_failed(why);  // every member refuses it, each having seen the same
+    TORCH_CHECK(false, "c10d_func.", op, ": ", why);
+  }
   return slot->communicator;
 }
 

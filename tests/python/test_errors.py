@@ -4,6 +4,7 @@ peer makes the others fail after C10D_FUNC_TIMEOUT, naming op and group; nothing
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 
 import c10d_func
@@ -11,6 +12,7 @@ import pytest
 import torch
 from conftest import get_pool
 from error_text import reports_timeout
+from worker_pool import TESTS_DIR, finish_ranks, launch_ranks
 
 ops = torch.ops.c10d_func
 DEVICES = ["cpu", "meta"]
@@ -391,3 +393,30 @@ def test_debug_mode_reports_members_that_disagree(world_size, switch):
         assert "c10d_func.all_reduce: the members of chunk" in message, message
         assert f"disagree on collective #1 ({switch}=DETAIL)" in message
         assert "rank 0: all_reduce Float[4]" in message and "rank 1: all_reduce Float[3]" in message
+
+
+def test_debug_checks_on_some_members_only_are_named():
+    """C10D_FUNC_DEBUG=DETAIL on rank 0 only: a group c10d_func forms fails on every member at
+    once, naming each one's setting; on a bound ProcessGroup rank 0's check fails at the timeout
+    naming the members that never published their call."""
+    program = os.path.join(TESTS_DIR, "programs", "debug_on_some_members.py")
+    procs = launch_ranks([sys.executable, program], 2, {"C10D_FUNC_TIMEOUT": "4"})
+    results = finish_ranks(procs, timeout=120)
+    lines = []
+    for code, out, err in results:
+        assert code == 0, out[-3000:] + err[-3000:]
+        lines.append(
+            {line.split(":")[0]: line for line in out.splitlines() if line.startswith("RESULT")}
+        )
+    for rank, (mine, theirs) in enumerate([("DETAIL", "off"), ("off", "DETAIL")]):
+        formation = lines[rank]["RESULT formation"]
+        assert "differ in their debug checks" in formation, formation
+        assert f"this member '{mine}', rank {1 - rank} '{theirs}'" in formation, formation
+        next_call = lines[rank]["RESULT next call"]
+        assert "unusable after an earlier failure" in next_call, next_call
+        assert "differ in their debug checks" in next_call, next_call
+    bound = lines[0]["RESULT bound group"]
+    assert "did not all publish collective #0" in bound, bound
+    assert "ranks [1] did not" in bound, bound
+    assert "runs without the check" in bound, bound
+    assert lines[1]["RESULT bound group"] != "RESULT bound group: no error"

@@ -1,0 +1,50 @@
+"""Rank 0 runs with C10D_FUNC_DEBUG=DETAIL, the others without (run by test_errors). The check
+compares every member's calls through the store, so on some members only it would wait for the
+others' calls until the timeout, and they for its collective.
+
+- A group c10d_func forms: every member fails at once, at the formation, naming each member's
+  setting; the group's next call says it is unusable, naming the same cause.
+- A bound ProcessGroup (formed by torch, not by c10d_func): rank 0's check fails at
+  C10D_FUNC_TIMEOUT naming the members that never published their call and why they may not;
+  the others' Gloo collective fails at the group's timeout.
+
+Each rank prints lines starting with RESULT."""
+
+import datetime
+import os
+
+rank = int(os.environ["RANK"])
+if rank == 0:
+    os.environ["C10D_FUNC_DEBUG"] = "DETAIL"  # read on the first collective, below
+
+import c10d_func
+import torch
+import torch.distributed as dist
+
+ops = torch.ops.c10d_func
+world = list(range(int(os.environ["WORLD_SIZE"])))
+
+
+def error_of(call) -> str:
+    try:
+        call()
+        return "no error"
+    except RuntimeError as error:
+        return str(error).replace("\n", " ")
+
+
+# c10d_func's world is torch's default group's (its store).
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=8))
+
+
+def formed() -> None:
+    ops.wait_tensor(ops.all_reduce(torch.ones(2), "sum", "", world, len(world)))
+
+
+def bound() -> None:
+    c10d_func.all_reduce(torch.ones(2), "sum", dist.group.WORLD).wait()
+
+
+print("RESULT formation:", error_of(formed), flush=True)
+print("RESULT next call:", error_of(formed), flush=True)
+print("RESULT bound group:", error_of(bound), flush=True)
