@@ -13,6 +13,7 @@
 #include "runtime/observed_communicator.h"
 #include "runtime/world.h"
 #include "transports/rank_format.h"
+#include "transports/rendezvous.h"
 #include "transports/solo/solo_communicator.h"
 
 #include <algorithm>
@@ -48,8 +49,13 @@ std::shared_ptr<Communicator> FuncBackend::communicator(c10::Device device, std:
   std::lock_guard<std::mutex> lock(mutex_);
   auto& slot = communicators_[key];
   if (!slot) {
+    // By device type, and how many of that type this group formed before: each rank serves its
+    // own device index.
+    const auto formed_before = std::count_if(
+        communicators_.begin(), communicators_.end(),
+        [&](const auto& entry) { return entry.first.first == key.first && entry.second; });
     std::ostringstream prefix;
-    prefix << "c10d_func/" << device << "/";
+    prefix << "c10d_func/" << shared_device(device) << "/" << formed_before << "/";
     Rendezvous rendezvous;
     rendezvous.store =
         c10::make_intrusive<c10d::PrefixStore>(prefix.str(), private_connection(options_.store));
@@ -81,7 +87,7 @@ GroupIdentity FuncBackend::identity(c10::Device device) const {
   GroupIdentity identity;
   // torch's name for the group, so that its entries sit beside those of torch's backends; a
   // device other than the CPU has its own sequence of collectives, under a name of its own.
-  identity.name = device.is_cpu() ? options_.name : options_.name + "/" + device.str();
+  identity.name = device.is_cpu() ? options_.name : options_.name + "/" + shared_device(device);
   identity.description = kName;
   identity.members = options_.members;
   identity.rank = options_.rank;

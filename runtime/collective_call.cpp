@@ -5,6 +5,7 @@
 
 #include "runtime/debug_check.h"
 #include "runtime/pending_work.h"
+#include "transports/rendezvous.h"
 
 #include <cstdlib>
 #include <sstream>
@@ -84,8 +85,8 @@ CollectiveCall::CollectiveCall(std::string_view op, at::TensorList inputs, std::
   if (debug_checks_enabled() && group_->chunk.size() > 1) {
     std::vector<int64_t> splits(agreed.input_splits.begin(), agreed.input_splits.end());
     splits.insert(splits.end(), agreed.output_splits.begin(), agreed.output_splits.end());
-    check_members_agree(op, registry.world(op), device.str(), group_->spec.tag, group_->chunk,
-                        fingerprint(op, inputs, agreed), splits);
+    check_members_agree(op, registry.world(op), shared_device(device), group_->spec.tag,
+                        group_->chunk, fingerprint(op, inputs, agreed), splits);
   }
 }
 

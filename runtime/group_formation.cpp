@@ -76,9 +76,18 @@ std::string sorted_members(const Chunk& chunk) {
 
 }  // namespace
 
+std::string rendezvous_prefix(c10::Device device, const std::string& transport,
+                              const std::string& tag, const Chunk& chunk, int64_t generation) {
+  std::ostringstream prefix;
+  prefix << "c10d_func/" << shared_device(device) << "/" << transport << "/" << tag << "/"
+         << chunk.describe() << "/" << generation;
+  return prefix.str();
+}
+
 GroupIdentity chunk_identity(c10::Device device, const std::string& tag, const Chunk& chunk) {
   GroupIdentity identity;
-  identity.name = "c10d_func/" + device.str() + "/" + tag + "/" + chunk.describe();
+  // The members' shared name for the group: by device type (see `shared_device`).
+  identity.name = "c10d_func/" + shared_device(device) + "/" + tag + "/" + chunk.describe();
   identity.description = "c10d_func";
   identity.members = chunk.members;
   identity.rank = chunk.index;
@@ -196,6 +205,9 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
                                                                 const Chunk& chunk,
                                                                 const Transport& transport) {
   const Key key = key_of(device, tag, chunk);
+  // Generations count the formations of the key's device type: the members meet under names
+  // without the device index, so two indices of one process must not share a generation.
+  const Key generation_key = key_of(c10::Device(device.type()), tag, chunk);
   std::shared_ptr<Slot> slot;
   int64_t generation = 0;
   {
@@ -205,7 +217,7 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
       entry = std::make_shared<Slot>();
     }
     slot = entry;
-    generation = impl().generations[key];
+    generation = impl().generations[generation_key];
   }
 
   std::lock_guard<std::mutex> creating(slot->mutex);
@@ -220,27 +232,25 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
     return slot->communicator;
   }
   const World world = this->world(op);
-  std::ostringstream prefix;
-  prefix << "c10d_func/" << device << "/" << transport.name << "/" << tag << "/" << chunk.describe()
-         << "/" << generation;
   const c10::intrusive_ptr<c10d::Store> connection = private_connection(world.store);
   // Each member's transport, where members of every choice look (the rendezvous' prefix holds
   // the transport): one that chose another waits elsewhere, and the timeout then names its choice.
   std::ostringstream choice_prefix;
-  choice_prefix << "c10d_func/" << device << "/" << tag << "/" << chunk.describe() << "/"
-                << generation << "/transport/";
+  choice_prefix << "c10d_func/" << shared_device(device) << "/" << tag << "/" << chunk.describe()
+                << "/" << generation << "/transport/";
   const auto choices = c10::make_intrusive<c10d::PrefixStore>(choice_prefix.str(), connection);
   const std::string me = std::to_string(chunk.members.at(chunk.index));
   choices->set(me, std::vector<uint8_t>(transport.name.begin(), transport.name.end()));
   // And the order this member listed the chunk in, under the members' set: one that listed
   // them in another order (each rank passing [me, peer]) names another chunk and waits elsewhere.
   const auto orders = c10::make_intrusive<c10d::PrefixStore>(
-      "c10d_func/" + device.str() + "/" + tag + "/" + sorted_members(chunk) + "/order/",
+      "c10d_func/" + shared_device(device) + "/" + tag + "/" + sorted_members(chunk) + "/order/",
       connection);
   const std::string order = chunk.describe();
   orders->set(me, std::vector<uint8_t>(order.begin(), order.end()));
   Rendezvous rendezvous;
-  rendezvous.store = c10::make_intrusive<c10d::PrefixStore>(prefix.str(), connection);
+  rendezvous.store = c10::make_intrusive<c10d::PrefixStore>(
+      rendezvous_prefix(device, transport.name, tag, chunk, generation), connection);
   rendezvous.rank = chunk.index;
   rendezvous.size = chunk.size();
   rendezvous.members = chunk.members;
@@ -271,7 +281,7 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
   slot->transport = transport.name;
   {
     std::lock_guard<std::mutex> lock(impl().mutex);
-    impl().generations[key] = generation + 1;
+    impl().generations[generation_key] = generation + 1;
   }
   if (!other_checks.empty()) {
     const std::string why =

@@ -47,9 +47,14 @@ struct GroupInfo {
   std::optional<Activity> activity;                     // what it has done (group_observer.h)
 };
 
-// How torch's tools name the chunk's group on `device` under `tag` (the same on every member):
-// "c10d_func/cpu/<tag>/[0, 1]".
+// How torch's tools name the chunk's group on `device` under `tag` (the same on every member,
+// whatever device index each serves): "c10d_func/cpu/<tag>/[0, 1]".
 GroupIdentity chunk_identity(c10::Device device, const std::string& tag, const Chunk& chunk);
+
+// The store prefix under which the chunk's members form its `generation`-th communicator of
+// `transport` (the same on every member, whatever device index each serves).
+std::string rendezvous_prefix(c10::Device device, const std::string& transport,
+                              const std::string& tag, const Chunk& chunk, int64_t generation);
 
 // Forms a communicator of `transport` among the members of `rendezvous` (its store already
 // prefixed for this group). Each member announces itself first, so a rendezvous that fails names

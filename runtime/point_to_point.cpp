@@ -7,6 +7,7 @@
 
 #include "runtime/group_registry.h"
 #include "runtime/world.h"
+#include "transports/rendezvous.h"
 
 #include <condition_variable>
 #include <deque>
@@ -144,8 +145,8 @@ Completion PointToPoint::post(const at::Tensor& tensor, int64_t sender, int64_t 
       rendezvous.timeout = timeout_.get();
       rendezvous.device = device;
       std::ostringstream prefix;
-      prefix << "c10d_func/p2p/" << sender << "->" << receiver << "/" << tag << "/" << device
-             << "/";
+      prefix << "c10d_func/p2p/" << sender << "->" << receiver << "/" << tag << "/"
+             << shared_device(device) << "/";
       slot->prefix = prefix.str();
       slot->group_store = store_;
       slot->sending = sender == rank_;

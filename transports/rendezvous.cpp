@@ -11,6 +11,10 @@ Rendezvous Rendezvous::under(const std::string& prefix) const {
   return sub;
 }
 
+std::string shared_device(c10::Device device) {
+  return c10::DeviceTypeName(device.type(), /*lower_case=*/true);
+}
+
 std::vector<std::vector<uint8_t>> store_all_gather(c10d::Store& store, const std::string& key,
                                                    int64_t rank, int64_t size,
                                                    const std::vector<uint8_t>& mine,

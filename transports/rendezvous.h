@@ -52,6 +52,11 @@ struct Rendezvous {
   Rendezvous under(const std::string& prefix) const;
 };
 
+// How the members of a group name its device in what they share (store prefixes, the group's
+// name in torch's flight recorder): its type alone ("cpu", "cuda"). Each rank serves its own
+// device index (cuda:0 on one, cuda:1 on another), so an index in a shared name would part them.
+std::string shared_device(c10::Device device);
+
 // The longest value store_all_gather takes from a peer: more is cut (a record of this library is
 // far shorter; whatever wrote more is not a member, and the caller's check refuses it).
 constexpr size_t kMaxGatheredBytes = 1 << 16;
