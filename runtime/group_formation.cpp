@@ -46,32 +46,109 @@ std::string members_differing(c10d::Store& store, const Chunk& chunk, const std:
   return others.str();
 }
 
-// Why a chunk's members waited for each other under different rendezvous, from what each wrote
-// in `transports` and `orders` (a formation's error ends with it); empty where they agree.
-std::string disagreements(c10d::Store& transports, c10d::Store& orders, const Chunk& chunk,
-                          const std::string& transport) {
-  std::string why;
-  if (const std::string others = members_differing(transports, chunk, transport); !others.empty()) {
-    why += " (the members chose different transports for this tag: this member '" + transport +
-           "', " + others +
-           "; C10D_FUNC_CPU_TRANSPORT, C10D_FUNC_CUDA_TRANSPORT or set_transport differ between "
-           "them)";
-  }
-  const std::string order = chunk.describe();
-  if (const std::string others = members_differing(orders, chunk, order); !others.empty()) {
-    why += " (the members listed the group's ranks in different orders: this member '" + order +
-           "', " + others +
-           "; a list of ranks is ordered, its order numbering the members: every member must "
-           "pass the same list)";
-  }
-  return why;
-}
-
 // The chunk's members in ascending order, as a chunk describes itself ("[0, 1]").
 std::string sorted_members(const Chunk& chunk) {
   Chunk sorted = chunk;
   std::sort(sorted.members.begin(), sorted.members.end());
   return sorted.describe();
+}
+
+// Where a formation's members meet before any transport's rendezvous: every member posts its
+// transport, the order it listed the members in, and whether it runs the DETAIL checks, and all
+// wait until every member has. Members that chose different transports or orders would each wait
+// under a rendezvous of their own until the timeout (the rendezvous' prefix holds both), and a
+// DETAIL check on some members only would wait for the others' calls: here they all fail as soon
+// as all have arrived, each naming every member's choice.
+class FormationMeeting {
+ public:
+  // `place`: the meeting's store, the same for every member whatever their choices.
+  FormationMeeting(const c10::intrusive_ptr<c10d::Store>& place, const Chunk& chunk)
+      : transports_(c10::make_intrusive<c10d::PrefixStore>("transport/", place)),
+        orders_(c10::make_intrusive<c10d::PrefixStore>("order/", place)),
+        checks_(c10::make_intrusive<c10d::PrefixStore>("debug/", place)),
+        chunk_(chunk),
+        order_(chunk.describe()),
+        checks_on_(debug_checks_enabled() ? "DETAIL" : "off") {}
+
+  // Posts this member's choices and waits for every member's until `timeout`. Returns the members
+  // that did not come (nothing to compare then).
+  std::vector<int64_t> meet(const std::string& transport, std::chrono::milliseconds timeout) {
+    transport_ = transport;
+    const std::string me = std::to_string(chunk_.members.at(chunk_.index));
+    transports_->set(me, std::vector<uint8_t>(transport_.begin(), transport_.end()));
+    orders_->set(me, std::vector<uint8_t>(order_.begin(), order_.end()));
+    checks_->set(me, std::vector<uint8_t>(checks_on_.begin(), checks_on_.end()));  // the last
+    std::vector<std::string> everyone;
+    for (const int64_t member : chunk_.members) {
+      everyone.push_back(std::to_string(member));
+    }
+    try {
+      checks_->wait(everyone, timeout);
+      return {};
+    } catch (const std::exception&) {
+    }
+    std::vector<int64_t> missing;
+    try {
+      for (size_t i = 0; i < everyone.size(); ++i) {
+        if (!checks_->check({everyone[i]})) {
+          missing.push_back(chunk_.members[i]);
+        }
+      }
+    } catch (const std::exception&) {
+      // The store itself is gone; report what we have.
+    }
+    return missing;
+  }
+
+  // What the members disagree on, worded for an error; empty where they agree.
+  std::string disagreements() const {
+    std::string why;
+    if (const std::string others = members_differing(*transports_, chunk_, transport_);
+        !others.empty()) {
+      why += " (the members chose different transports for this tag: this member '" + transport_ +
+             "', " + others +
+             "; C10D_FUNC_CPU_TRANSPORT, C10D_FUNC_CUDA_TRANSPORT or set_transport differ "
+             "between them)";
+    }
+    if (const std::string others = members_differing(*orders_, chunk_, order_); !others.empty()) {
+      why += " (the members listed the group's ranks in different orders: this member '" + order_ +
+             "', " + others +
+             "; a list of ranks is ordered, its order numbering the members: every member must "
+             "pass the same list)";
+    }
+    if (const std::string others = members_differing(*checks_, chunk_, checks_on_);
+        !others.empty()) {
+      why += " (the members differ in their debug checks: this member '" + checks_on_ + "', " +
+             others +
+             "; C10D_FUNC_DEBUG=DETAIL (or TORCH_DISTRIBUTED_DEBUG=DETAIL) compares every "
+             "member's calls, so it must be set on every member or on none)";
+    }
+    return why;
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Store> transports_, orders_, checks_;
+  const Chunk& chunk_;
+  const std::string order_;
+  const std::string checks_on_;
+  std::string transport_;
+};
+
+// "c10d_func.<op>: could not form the <transport> communicator on <device> for <group>[ within
+// T s][; ranks [..] never arrived]": how every failed formation begins.
+std::string formation_failure(std::string_view op, const std::string& transport,
+                              const Rendezvous& rendezvous, const std::vector<int64_t>& missing) {
+  std::ostringstream why;
+  why << "c10d_func." << op << ": could not form the " << transport << " communicator on "
+      << rendezvous.device << " for " << rendezvous.group;
+  // "Within the timeout" only where it ran out: a transport may refuse at once.
+  if (!missing.empty() || std::chrono::steady_clock::now() >= rendezvous.deadline) {
+    why << " within " << rendezvous.timeout.count() / 1000.0 << " s";
+  }
+  if (!missing.empty()) {
+    why << "; ranks " << format_ranks(missing) << " never arrived";
+  }
+  return why.str();
 }
 
 }  // namespace
@@ -233,21 +310,6 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
   }
   const World world = this->world(op);
   const c10::intrusive_ptr<c10d::Store> connection = private_connection(world.store);
-  // Each member's transport, where members of every choice look (the rendezvous' prefix holds
-  // the transport): one that chose another waits elsewhere, and the timeout then names its choice.
-  std::ostringstream choice_prefix;
-  choice_prefix << "c10d_func/" << shared_device(device) << "/" << tag << "/" << chunk.describe()
-                << "/" << generation << "/transport/";
-  const auto choices = c10::make_intrusive<c10d::PrefixStore>(choice_prefix.str(), connection);
-  const std::string me = std::to_string(chunk.members.at(chunk.index));
-  choices->set(me, std::vector<uint8_t>(transport.name.begin(), transport.name.end()));
-  // And the order this member listed the chunk in, under the members' set: one that listed
-  // them in another order (each rank passing [me, peer]) names another chunk and waits elsewhere.
-  const auto orders = c10::make_intrusive<c10d::PrefixStore>(
-      "c10d_func/" + shared_device(device) + "/" + tag + "/" + sorted_members(chunk) + "/order/",
-      connection);
-  const std::string order = chunk.describe();
-  orders->set(me, std::vector<uint8_t>(order.begin(), order.end()));
   Rendezvous rendezvous;
   rendezvous.store = c10::make_intrusive<c10d::PrefixStore>(
       rendezvous_prefix(device, transport.name, tag, chunk, generation), connection);
@@ -258,40 +320,36 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
   rendezvous.timeout = collective_timeout();
   rendezvous.deadline = std::chrono::steady_clock::now() + rendezvous.timeout;
   rendezvous.device = device;
-  // Whether this member runs the C10D_FUNC_DEBUG=DETAIL checks, set before it can arrive: once the
-  // communicator has formed every member's is there to compare. A check on some members only
-  // would wait for the others' calls until the timeout, and they for its collective.
-  const auto checks = c10::make_intrusive<c10d::PrefixStore>("debug/", rendezvous.store);
-  const std::string my_checks = debug_checks_enabled() ? "DETAIL" : "off";
-  checks->set(me, std::vector<uint8_t>(my_checks.begin(), my_checks.end()));
-  std::shared_ptr<Communicator> formed;
-  try {
-    formed = form_communicator(op, transport, rendezvous);
-  } catch (const c10::Error& error) {
-    const std::string others = disagreements(*choices, *orders, chunk, transport.name);
-    if (others.empty()) {
-      throw;
-    }
-    TORCH_CHECK(false, error.what_without_backtrace(), others);
+  // The meeting is named by what every member's call shares whatever it chose (device type, tag,
+  // the members' set) and by how many formations of that set this process began: members begin
+  // them in the same order, so each formation has a place of its own.
+  int64_t meeting_number = 0;
+  {
+    Chunk members_set = chunk;
+    std::sort(members_set.members.begin(), members_set.members.end());
+    std::lock_guard<std::mutex> lock(impl().mutex);
+    meeting_number = impl().meetings[key_of(c10::Device(device.type()), tag, members_set)]++;
   }
-  const std::string other_checks = members_differing(*checks, chunk, my_checks);
+  FormationMeeting meeting(
+      c10::make_intrusive<c10d::PrefixStore>("c10d_func/" + shared_device(device) + "/" + tag +
+                                                 "/" + sorted_members(chunk) + "/meeting/" +
+                                                 std::to_string(meeting_number) + "/",
+                                             connection),
+      chunk);
+  if (const auto missing = meeting.meet(transport.name, rendezvous.remaining()); !missing.empty()) {
+    TORCH_CHECK(false, formation_failure(op, transport.name, rendezvous, missing),
+                ": they did not come to the group's formation");
+  }
+  if (const std::string why = meeting.disagreements(); !why.empty()) {
+    TORCH_CHECK(false, formation_failure(op, transport.name, rendezvous, {}), why);
+  }
+  auto formed = form_communicator(op, transport, rendezvous);
   slot->communicator =
       observed(std::move(formed), chunk_identity(device, tag, chunk), rendezvous.timeout);
   slot->origin = "created";
   slot->transport = transport.name;
-  {
-    std::lock_guard<std::mutex> lock(impl().mutex);
-    impl().generations[generation_key] = generation + 1;
-  }
-  if (!other_checks.empty()) {
-    const std::string why =
-        "the members of tag='" + tag + "', chunk " + chunk.describe() +
-        " differ in their debug checks: this member '" + my_checks + "', " + other_checks +
-        "; C10D_FUNC_DEBUG=DETAIL (or TORCH_DISTRIBUTED_DEBUG=DETAIL) compares every member's "
-        "calls, so it must be set on every member or on none";
-    slot->communicator->mark_failed(why);  // every member refuses it, each having seen the same
-    TORCH_CHECK(false, "c10d_func.", op, ": ", why);
-  }
+  std::lock_guard<std::mutex> lock(impl().mutex);
+  impl().generations[generation_key] = generation + 1;
   return slot->communicator;
 }
 
@@ -319,21 +377,11 @@ std::shared_ptr<Communicator> form_communicator(std::string_view op, const Trans
     } catch (const std::exception&) {
       // The store itself is gone; report what we have.
     }
-    std::ostringstream why;
-    why << "c10d_func." << op << ": could not form the " << transport.name << " communicator on "
-        << rendezvous.device << " for " << rendezvous.group;
-    // "Within the timeout" only where it ran out: a transport may refuse at once.
-    if (!missing.empty() || std::chrono::steady_clock::now() >= rendezvous.deadline) {
-      why << " within " << rendezvous.timeout.count() / 1000.0 << " s";
-    }
-    if (!missing.empty()) {
-      why << "; ranks " << format_ranks(missing) << " never arrived";
-    }
     // The cause without its C++ backtrace (a store's timeout carries one), so what follows it
     // in the message stays readable.
     const auto* c10_error = dynamic_cast<const c10::Error*>(&error);
-    why << ": " << (c10_error != nullptr ? c10_error->what_without_backtrace() : error.what());
-    TORCH_CHECK(false, why.str());
+    TORCH_CHECK(false, formation_failure(op, transport.name, rendezvous, missing), ": ",
+                c10_error != nullptr ? c10_error->what_without_backtrace() : error.what());
   }
 }
 

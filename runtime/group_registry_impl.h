@@ -116,6 +116,9 @@ struct GroupRegistry::Impl {
   // How often each key was created in this process; part of the store prefix so a key created
   // again after shutdown() never meets the previous rendezvous's keys.
   std::map<Key, int64_t> generations;
+  // How many formations of each set of members (device type, tag, members sorted) this process
+  // began: it names their meeting (group_formation.cpp), the same on every member.
+  std::map<Key, int64_t> meetings;
 
   // resolve()'s cache. Anything that changes what a group resolves to (a new world, a transport
   // choice, a bound group, shutdown) clears it and bumps the epoch, so a resolution that raced

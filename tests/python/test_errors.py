@@ -247,16 +247,16 @@ def with_timeout(seconds: str):
 
 
 def body_members_choose_different_transports(rank: int, world_size: int, tag: str) -> str:
-    # Rank 0 chooses Gloo for the tag, the others shm: each waits for the others under its own
-    # transport's rendezvous, and the timeout names every member's choice.
+    # Rank 0 chooses Gloo for the tag, the others shm: each would wait for the others under its
+    # own transport's rendezvous; they meet first, and every member names every member's choice.
     c10d_func.set_transport("gloo" if rank == 0 else "shm", "cpu", tag=tag)
     return first_all_reduce_error(tag, list(range(world_size)))
 
 
-def first_all_reduce_error(tag: str, ranks: list[int]) -> str:
-    """Rank-side: the error of a 2-member all_reduce on `ranks` whose group forms under a 3 s
-    timeout, or "no error"."""
-    with with_timeout("3"):
+def first_all_reduce_error(tag: str, ranks: list[int], timeout: str = "60") -> str:
+    """Rank-side: the error of a 2-member all_reduce on `ranks` whose group forms under a
+    `timeout` of seconds, or "no error"."""
+    with with_timeout(timeout):
         try:
             ops.wait_tensor(ops.all_reduce(torch.ones(2), "sum", tag, ranks, 2))
             return "no error"
@@ -264,29 +264,36 @@ def first_all_reduce_error(tag: str, ranks: list[int]) -> str:
             return str(error)
 
 
-def test_members_choosing_different_transports_are_named_at_the_timeout(pool2):
+def named_before_the_timeout(message: str) -> bool:
+    """A formation's error raised as soon as every member came, not at the group's timeout (a
+    message that waited it says "within <timeout> s")."""
+    return "could not form the" in message and " within " not in message
+
+
+def test_members_choosing_different_transports_are_named_at_once(pool2):
     tag = f"choices-{uuid.uuid4().hex[:8]}"
     messages = pool2.run(body_members_choose_different_transports, tag, timeout=90)
     assert "this member 'gloo', rank 1 'shm'" in messages[0], messages[0]
     assert "this member 'shm', rank 0 'gloo'" in messages[1], messages[1]
     for message in messages:
-        assert "could not form the" in message and "never arrived" in message, message
+        assert named_before_the_timeout(message), message
         assert "the members chose different transports for this tag" in message, message
         assert "set_transport differ between them" in message, message
 
 
 def body_members_list_ranks_in_different_orders(rank: int, world_size: int, tag: str) -> str:
     # Each rank passes [me, peer]: a list of ranks is ordered (it numbers the members), so the
-    # two name different groups; the timeout names the order each used.
+    # two name different groups; their meeting names the order each used.
     return first_all_reduce_error(tag, [rank, 1 - rank])
 
 
-def test_members_listing_ranks_in_different_orders_are_named_at_the_timeout(pool2):
+def test_members_listing_ranks_in_different_orders_are_named_at_once(pool2):
     tag = f"orders-{uuid.uuid4().hex[:8]}"
     messages = pool2.run(body_members_list_ranks_in_different_orders, tag, timeout=90)
     assert "this member '[0, 1]', rank 1 '[1, 0]'" in messages[0], messages[0]
     assert "this member '[1, 0]', rank 0 '[0, 1]'" in messages[1], messages[1]
     for message in messages:
+        assert named_before_the_timeout(message), message
         assert "listed the group's ranks in different orders" in message, message
         assert "every member must pass the same list" in message, message
 
@@ -397,8 +404,8 @@ def test_debug_mode_reports_members_that_disagree(world_size, switch):
 
 def test_debug_checks_on_some_members_only_are_named():
     """C10D_FUNC_DEBUG=DETAIL on rank 0 only: a group c10d_func forms fails on every member at
-    once, naming each one's setting; on a bound ProcessGroup rank 0's check fails at the timeout
-    naming the members that never published their call."""
+    once, naming each one's setting, and again at its next call; on a bound ProcessGroup rank 0's
+    check fails at the timeout naming the members that never published their call."""
     program = os.path.join(TESTS_DIR, "programs", "debug_on_some_members.py")
     procs = launch_ranks([sys.executable, program], 2, {"C10D_FUNC_TIMEOUT": "4"})
     results = finish_ranks(procs, timeout=120)
@@ -409,12 +416,11 @@ def test_debug_checks_on_some_members_only_are_named():
             {line.split(":")[0]: line for line in out.splitlines() if line.startswith("RESULT")}
         )
     for rank, (mine, theirs) in enumerate([("DETAIL", "off"), ("off", "DETAIL")]):
-        formation = lines[rank]["RESULT formation"]
-        assert "differ in their debug checks" in formation, formation
-        assert f"this member '{mine}', rank {1 - rank} '{theirs}'" in formation, formation
-        next_call = lines[rank]["RESULT next call"]
-        assert "unusable after an earlier failure" in next_call, next_call
-        assert "differ in their debug checks" in next_call, next_call
+        for call in ("RESULT formation", "RESULT next call"):
+            message = lines[rank][call]
+            assert named_before_the_timeout(message), message
+            assert "differ in their debug checks" in message, message
+            assert f"this member '{mine}', rank {1 - rank} '{theirs}'" in message, message
     bound = lines[0]["RESULT bound group"]
     assert "did not all publish collective #0" in bound, bound
     assert "ranks [1] did not" in bound, bound

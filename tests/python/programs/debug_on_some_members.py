@@ -3,7 +3,7 @@ compares every member's calls through the store, so on some members only it woul
 others' calls until the timeout, and they for its collective.
 
 - A group c10d_func forms: every member fails at once, at the formation, naming each member's
-  setting; the group's next call says it is unusable, naming the same cause.
+  setting, and again at the group's next call (the members meet again).
 - A bound ProcessGroup (formed by torch, not by c10d_func): rank 0's check fails at
   C10D_FUNC_TIMEOUT naming the members that never published their call and why they may not;
   the others' Gloo collective fails at the group's timeout.
