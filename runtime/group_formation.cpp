@@ -10,6 +10,7 @@
 #include "transports/solo/solo_communicator.h"
 
 #include <algorithm>
+#include <array>
 #include <sstream>
 
 namespace c10d_func {
@@ -23,29 +24,6 @@ bool partitions_world(const GroupSpec& spec, int64_t world_size) {
   return static_cast<int64_t>(spec.ranks.size()) == world_size && spec.group_size < world_size;
 }
 
-// The members of `chunk` whose value in `store` (keyed by global rank; cut to 4096 bytes)
-// differs from `mine`, as "rank 1 'gloo', rank 3 'shm'"; empty where all agree, or where the
-// store itself is gone (the error then says enough).
-std::string members_differing(c10d::Store& store, const Chunk& chunk, const std::string& mine) {
-  std::ostringstream others;
-  try {
-    for (const int64_t member : chunk.members) {
-      const std::string key = std::to_string(member);
-      if (!store.check({key})) {
-        continue;
-      }
-      const std::vector<uint8_t> value = store.get(key);
-      const std::string theirs(value.begin(), value.begin() + std::min<size_t>(value.size(), 4096));
-      if (theirs != mine) {
-        others << (others.tellp() > 0 ? ", " : "") << "rank " << member << " '" << theirs << "'";
-      }
-    }
-  } catch (const std::exception&) {
-    return "";
-  }
-  return others.str();
-}
-
 // The chunk's members in ascending order, as a chunk describes itself ("[0, 1]").
 std::string sorted_members(const Chunk& chunk) {
   Chunk sorted = chunk;
@@ -54,43 +32,46 @@ std::string sorted_members(const Chunk& chunk) {
 }
 
 // Where a formation's members meet before any transport's rendezvous: every member posts its
-// transport, the order it listed the members in, and whether it runs the DETAIL checks, and all
-// wait until every member has. Members that chose different transports or orders would each wait
-// under a rendezvous of their own until the timeout (the rendezvous' prefix holds both), and a
-// DETAIL check on some members only would wait for the others' calls: here they all fail as soon
-// as all have arrived, each naming every member's choice.
+// choices (transport, the order it listed the members in, whether it runs the DETAIL checks) and
+// all wait until every member has. Members that chose different transports or orders would each
+// wait under a rendezvous of their own until the timeout (the rendezvous' prefix holds both), and
+// a DETAIL check on some members only would wait for the others' calls: here they all fail as
+// soon as all have come, each naming every member's choices. One set, one wait, one multi-get.
 class FormationMeeting {
  public:
-  // `place`: the meeting's store, the same for every member whatever their choices.
-  FormationMeeting(const c10::intrusive_ptr<c10d::Store>& place, const Chunk& chunk)
-      : transports_(c10::make_intrusive<c10d::PrefixStore>("transport/", place)),
-        orders_(c10::make_intrusive<c10d::PrefixStore>("order/", place)),
-        checks_(c10::make_intrusive<c10d::PrefixStore>("debug/", place)),
-        chunk_(chunk),
-        order_(chunk.describe()),
-        checks_on_(debug_checks_enabled() ? "DETAIL" : "off") {}
+  // `place`: the meeting's store, the same for every member whatever its choices.
+  FormationMeeting(c10::intrusive_ptr<c10d::Store> place, const Chunk& chunk,
+                   const std::string& transport)
+      : place_(std::move(place)), chunk_(chunk) {
+    mine_[kTransport] = transport;
+    mine_[kOrder] = chunk.describe();
+    mine_[kChecks] = debug_checks_enabled() ? "DETAIL" : "off";
+  }
 
   // Posts this member's choices and waits for every member's until `timeout`. Returns the members
-  // that did not come (nothing to compare then).
-  std::vector<int64_t> meet(const std::string& transport, std::chrono::milliseconds timeout) {
-    transport_ = transport;
-    const std::string me = std::to_string(chunk_.members.at(chunk_.index));
-    transports_->set(me, std::vector<uint8_t>(transport_.begin(), transport_.end()));
-    orders_->set(me, std::vector<uint8_t>(order_.begin(), order_.end()));
-    checks_->set(me, std::vector<uint8_t>(checks_on_.begin(), checks_on_.end()));  // the last
-    std::vector<std::string> everyone;
-    for (const int64_t member : chunk_.members) {
-      everyone.push_back(std::to_string(member));
+  // that did not come (then there is nothing to compare).
+  std::vector<int64_t> meet(std::chrono::milliseconds timeout) {
+    std::string record;
+    for (const std::string& choice : mine_) {
+      record += choice + '\n';
     }
+    std::vector<std::string> keys;
+    for (const int64_t member : chunk_.members) {
+      keys.push_back(std::to_string(member));
+    }
+    place_->set(keys.at(chunk_.index), std::vector<uint8_t>(record.begin(), record.end()));
     try {
-      checks_->wait(everyone, timeout);
+      place_->wait(keys, timeout);
+      for (const auto& value : place_->multiGet(keys)) {
+        everyone_.push_back(parse(value));
+      }
       return {};
     } catch (const std::exception&) {
     }
     std::vector<int64_t> missing;
     try {
-      for (size_t i = 0; i < everyone.size(); ++i) {
-        if (!checks_->check({everyone[i]})) {
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (!place_->check({keys[i]})) {
           missing.push_back(chunk_.members[i]);
         }
       }
@@ -102,36 +83,59 @@ class FormationMeeting {
 
   // What the members disagree on, worded for an error; empty where they agree.
   std::string disagreements() const {
+    static constexpr const char* kWhy[kChoices][2] = {
+        {"chose different transports for this tag",
+         "C10D_FUNC_CPU_TRANSPORT, C10D_FUNC_CUDA_TRANSPORT or set_transport differ between "
+         "them"},
+        {"listed the group's ranks in different orders",
+         "a list of ranks is ordered, its order numbering the members: every member must pass "
+         "the same list"},
+        {"differ in their debug checks",
+         "C10D_FUNC_DEBUG=DETAIL (or TORCH_DISTRIBUTED_DEBUG=DETAIL) compares every member's "
+         "calls, so it must be set on every member or on none"},
+    };
     std::string why;
-    if (const std::string others = members_differing(*transports_, chunk_, transport_);
-        !others.empty()) {
-      why += " (the members chose different transports for this tag: this member '" + transport_ +
-             "', " + others +
-             "; C10D_FUNC_CPU_TRANSPORT, C10D_FUNC_CUDA_TRANSPORT or set_transport differ "
-             "between them)";
-    }
-    if (const std::string others = members_differing(*orders_, chunk_, order_); !others.empty()) {
-      why += " (the members listed the group's ranks in different orders: this member '" + order_ +
-             "', " + others +
-             "; a list of ranks is ordered, its order numbering the members: every member must "
-             "pass the same list)";
-    }
-    if (const std::string others = members_differing(*checks_, chunk_, checks_on_);
-        !others.empty()) {
-      why += " (the members differ in their debug checks: this member '" + checks_on_ + "', " +
-             others +
-             "; C10D_FUNC_DEBUG=DETAIL (or TORCH_DISTRIBUTED_DEBUG=DETAIL) compares every "
-             "member's calls, so it must be set on every member or on none)";
+    for (size_t choice = 0; choice < kChoices; ++choice) {
+      std::string others;
+      for (size_t i = 0; i < everyone_.size(); ++i) {
+        if (everyone_[i][choice] != mine_[choice]) {
+          others +=
+              ", rank " + std::to_string(chunk_.members.at(i)) + " '" + everyone_[i][choice] + "'";
+        }
+      }
+      if (!others.empty()) {
+        why += std::string(" (the members ") + kWhy[choice][0] + ": this member '" + mine_[choice] +
+               "'" + others + "; " + kWhy[choice][1] + ")";
+      }
     }
     return why;
   }
 
  private:
-  c10::intrusive_ptr<c10d::Store> transports_, orders_, checks_;
+  static constexpr size_t kTransport = 0, kOrder = 1, kChecks = 2, kChoices = 3;
+  using Choices = std::array<std::string, kChoices>;
+
+  // A member's record, read from the store: lines, each cut to 256 bytes (a peer's bytes are
+  // shown in messages, never trusted further); missing lines are empty.
+  static Choices parse(const std::vector<uint8_t>& value) {
+    Choices choices;
+    size_t choice = 0;
+    for (size_t at = 0; at < value.size() && choice < kChoices; ++choice) {
+      size_t end = at;
+      while (end < value.size() && value[end] != '\n') {
+        ++end;
+      }
+      choices[choice].assign(value.begin() + static_cast<std::ptrdiff_t>(at),
+                             value.begin() + static_cast<std::ptrdiff_t>(std::min(end, at + 256)));
+      at = end + 1;
+    }
+    return choices;
+  }
+
+  c10::intrusive_ptr<c10d::Store> place_;
   const Chunk& chunk_;
-  const std::string order_;
-  const std::string checks_on_;
-  std::string transport_;
+  Choices mine_;
+  std::vector<Choices> everyone_;  // in member order, once all have come
 };
 
 // "c10d_func.<op>: could not form the <transport> communicator on <device> for <group>[ within
@@ -335,8 +339,8 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
                                                  "/" + sorted_members(chunk) + "/meeting/" +
                                                  std::to_string(meeting_number) + "/",
                                              connection),
-      chunk);
-  if (const auto missing = meeting.meet(transport.name, rendezvous.remaining()); !missing.empty()) {
+      chunk, transport.name);
+  if (const auto missing = meeting.meet(rendezvous.remaining()); !missing.empty()) {
     TORCH_CHECK(false, formation_failure(op, transport.name, rendezvous, missing),
                 ": they did not come to the group's formation");
   }
