@@ -24,13 +24,6 @@ bool partitions_world(const GroupSpec& spec, int64_t world_size) {
   return static_cast<int64_t>(spec.ranks.size()) == world_size && spec.group_size < world_size;
 }
 
-// The chunk's members in ascending order, as a chunk describes itself ("[0, 1]").
-std::string sorted_members(const Chunk& chunk) {
-  Chunk sorted = chunk;
-  std::sort(sorted.members.begin(), sorted.members.end());
-  return sorted.describe();
-}
-
 // Where a formation's members meet before any transport's rendezvous: every member posts its
 // choices (transport, the order it listed the members in, whether it runs the DETAIL checks) and
 // all wait until every member has. Members that chose different transports or orders would each
@@ -327,16 +320,16 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
   // The meeting is named by what every member's call shares whatever it chose (device type, tag,
   // the members' set) and by how many formations of that set this process began: members begin
   // them in the same order, so each formation has a place of its own.
+  Chunk members_set = chunk;
+  std::sort(members_set.members.begin(), members_set.members.end());
   int64_t meeting_number = 0;
   {
-    Chunk members_set = chunk;
-    std::sort(members_set.members.begin(), members_set.members.end());
     std::lock_guard<std::mutex> lock(impl().mutex);
     meeting_number = impl().meetings[key_of(c10::Device(device.type()), tag, members_set)]++;
   }
   FormationMeeting meeting(
       c10::make_intrusive<c10d::PrefixStore>("c10d_func/" + shared_device(device) + "/" + tag +
-                                                 "/" + sorted_members(chunk) + "/meeting/" +
+                                                 "/" + members_set.describe() + "/meeting/" +
                                                  std::to_string(meeting_number) + "/",
                                              connection),
       chunk, transport.name);
