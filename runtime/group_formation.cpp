@@ -327,19 +327,13 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
     std::lock_guard<std::mutex> lock(impl().mutex);
     meeting_number = impl().meetings[key_of(c10::Device(device.type()), tag, members_set)]++;
   }
-  FormationMeeting meeting(
+  meet_before_forming(
+      op,
       c10::make_intrusive<c10d::PrefixStore>("c10d_func/" + shared_device(device) + "/" + tag +
                                                  "/" + members_set.describe() + "/meeting/" +
                                                  std::to_string(meeting_number) + "/",
                                              connection),
-      chunk, transport.name);
-  if (const auto missing = meeting.meet(rendezvous.remaining()); !missing.empty()) {
-    TORCH_CHECK(false, formation_failure(op, transport.name, rendezvous, missing),
-                ": they did not come to the group's formation");
-  }
-  if (const std::string why = meeting.disagreements(); !why.empty()) {
-    TORCH_CHECK(false, formation_failure(op, transport.name, rendezvous, {}), why);
-  }
+      chunk, transport.name, rendezvous);
   auto formed = form_communicator(op, transport, rendezvous);
   slot->communicator =
       observed(std::move(formed), chunk_identity(device, tag, chunk), rendezvous.timeout);
@@ -348,6 +342,19 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
   std::lock_guard<std::mutex> lock(impl().mutex);
   impl().generations[generation_key] = generation + 1;
   return slot->communicator;
+}
+
+void meet_before_forming(std::string_view op, c10::intrusive_ptr<c10d::Store> place,
+                         const Chunk& chunk, const std::string& transport,
+                         const Rendezvous& rendezvous) {
+  FormationMeeting meeting(std::move(place), chunk, transport);
+  if (const auto missing = meeting.meet(rendezvous.remaining()); !missing.empty()) {
+    TORCH_CHECK(false, formation_failure(op, transport, rendezvous, missing),
+                ": they did not come to the group's formation");
+  }
+  if (const std::string why = meeting.disagreements(); !why.empty()) {
+    TORCH_CHECK(false, formation_failure(op, transport, rendezvous, {}), why);
+  }
 }
 
 std::shared_ptr<Communicator> form_communicator(std::string_view op, const Transport& transport,

@@ -56,6 +56,16 @@ GroupIdentity chunk_identity(c10::Device device, const std::string& tag, const C
 std::string rendezvous_prefix(c10::Device device, const std::string& transport,
                               const std::string& tag, const Chunk& chunk, int64_t generation);
 
+// Before a communicator of `transport` forms among the members of `chunk`: they meet under
+// `place` (the same store for every member whatever it chose) and compare their transport, the
+// order they listed the members in and whether they run the DETAIL checks. Raises on every
+// member, naming each one's choices, where they differ (instead of each waiting under a
+// rendezvous of its own until the timeout), and naming the members that did not come within
+// `rendezvous`'s remaining time.
+void meet_before_forming(std::string_view op, c10::intrusive_ptr<c10d::Store> place,
+                         const Chunk& chunk, const std::string& transport,
+                         const Rendezvous& rendezvous);
+
 // Forms a communicator of `transport` among the members of `rendezvous` (its store already
 // prefixed for this group). Each member announces itself first, so a rendezvous that fails names
 // the members that never arrived, with `op` and `rendezvous.group`.

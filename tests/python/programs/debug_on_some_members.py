@@ -4,6 +4,8 @@ others' calls until the timeout, and they for its collective.
 
 - A group c10d_func forms: every member fails at once, at the formation, naming each member's
   setting, and again at the group's next call (the members meet again).
+- A group of backend "c10d_func": the same, at its first collective (its communicator forms
+  then), through `dist.all_reduce`.
 - A bound ProcessGroup (formed by torch, not by c10d_func): rank 0's check fails at
   C10D_FUNC_TIMEOUT naming the members that never published their call and why they may not;
   the others' Gloo collective fails at the group's timeout.
@@ -41,10 +43,15 @@ def formed() -> None:
     ops.wait_tensor(ops.all_reduce(torch.ones(2), "sum", "", world, len(world)))
 
 
+def backend_group() -> None:
+    dist.all_reduce(torch.ones(2), group=dist.new_group(backend="c10d_func"))
+
+
 def bound() -> None:
     c10d_func.all_reduce(torch.ones(2), "sum", dist.group.WORLD).wait()
 
 
 print("RESULT formation:", error_of(formed), flush=True)
 print("RESULT next call:", error_of(formed), flush=True)
+print("RESULT backend group:", error_of(backend_group), flush=True)
 print("RESULT bound group:", error_of(bound), flush=True)
