@@ -404,8 +404,8 @@ def test_debug_mode_reports_members_that_disagree(world_size, switch):
 
 def test_debug_checks_on_some_members_only_are_named():
     """C10D_FUNC_DEBUG=DETAIL on rank 0 only: a group c10d_func forms fails on every member at
-    once, naming each one's setting, and again at its next call, as does a group of backend
-    "c10d_func"; on a bound ProcessGroup rank 0's check fails at the timeout naming the members
+    once, naming each one's setting, and again at its next call, as do a group of backend
+    "c10d_func" and a message channel; on a bound ProcessGroup rank 0's check fails at the timeout naming the members
     that never published their call."""
     program = os.path.join(TESTS_DIR, "programs", "debug_on_some_members.py")
     procs = launch_ranks([sys.executable, program], 2, {"C10D_FUNC_TIMEOUT": "4"})
@@ -417,7 +417,12 @@ def test_debug_checks_on_some_members_only_are_named():
             {line.split(":")[0]: line for line in out.splitlines() if line.startswith("RESULT")}
         )
     for rank, (mine, theirs) in enumerate([("DETAIL", "off"), ("off", "DETAIL")]):
-        for call in ("RESULT formation", "RESULT next call", "RESULT backend group"):
+        for call in (
+            "RESULT formation",
+            "RESULT next call",
+            "RESULT backend group",
+            "RESULT message",
+        ):
             message = lines[rank][call]
             assert named_before_the_timeout(message), message
             assert "differ in their debug checks" in message, message

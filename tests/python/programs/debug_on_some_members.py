@@ -6,6 +6,7 @@ others' calls until the timeout, and they for its collective.
   setting, and again at the group's next call (the members meet again).
 - A group of backend "c10d_func": the same, at its first collective (its communicator forms
   then), through `dist.all_reduce`.
+- A message channel (c10d_func.isend / irecv): the same, at its wait.
 - A bound ProcessGroup (formed by torch, not by c10d_func): rank 0's check fails at
   C10D_FUNC_TIMEOUT naming the members that never published their call and why they may not;
   the others' Gloo collective fails at the group's timeout.
@@ -47,6 +48,13 @@ def backend_group() -> None:
     dist.all_reduce(torch.ones(2), group=dist.new_group(backend="c10d_func"))
 
 
+def message() -> None:
+    if rank == 0:
+        c10d_func.isend(torch.ones(2), 1, world).wait()
+    else:
+        c10d_func.irecv(torch.empty(2), 0, world).wait()
+
+
 def bound() -> None:
     c10d_func.all_reduce(torch.ones(2), "sum", dist.group.WORLD).wait()
 
@@ -54,4 +62,5 @@ def bound() -> None:
 print("RESULT formation:", error_of(formed), flush=True)
 print("RESULT next call:", error_of(formed), flush=True)
 print("RESULT backend group:", error_of(backend_group), flush=True)
+print("RESULT message:", error_of(message), flush=True)
 print("RESULT bound group:", error_of(bound), flush=True)
