@@ -68,18 +68,10 @@ std::shared_ptr<Communicator> FuncBackend::communicator(c10::Device device, std:
     rendezvous.deadline = std::chrono::steady_clock::now() + rendezvous.timeout;
     auto& registry = GroupRegistry::instance();
     const Transport transport = registry.transport_for(op, device.type(), tag_);
-    std::shared_ptr<Communicator> formed;
-    if (options_.size == 1 && !transport.forced) {
-      formed = make_solo_communicator();
-    } else {
-      Chunk chunk;
-      chunk.members = options_.members;
-      chunk.index = options_.rank;
-      meet_before_forming(op, c10::make_intrusive<c10d::PrefixStore>("meeting/", rendezvous.store),
-                          chunk, transport.name, rendezvous);
-      formed = form_communicator(op, transport, rendezvous);
-    }
-    slot = observed(std::move(formed), identity(device), timeout());
+    slot = observed(options_.size == 1 && !transport.forced
+                        ? make_solo_communicator()
+                        : form_communicator(op, transport, rendezvous),
+                    identity(device), timeout());
     if (device.is_cpu()) {
       point_to_point_.observe_with(observer_of(slot));  // messages sit beside the collectives
     }

@@ -148,13 +148,30 @@ std::string formation_failure(std::string_view op, const std::string& transport,
   return why.str();
 }
 
+// Before forming: the members meet under `place` (see FormationMeeting) and fail at once where
+// their choices differ, or at the timeout naming the members that did not come.
+void meet_before_forming(std::string_view op, c10::intrusive_ptr<c10d::Store> place,
+                         const std::string& transport, const Rendezvous& rendezvous) {
+  Chunk chunk;
+  chunk.members = rendezvous.members;
+  chunk.index = rendezvous.rank;
+  FormationMeeting meeting(std::move(place), chunk, transport);
+  if (const auto missing = meeting.meet(rendezvous.remaining()); !missing.empty()) {
+    TORCH_CHECK(false, formation_failure(op, transport, rendezvous, missing),
+                ": they did not come to the group's formation");
+  }
+  if (const std::string why = meeting.disagreements(); !why.empty()) {
+    TORCH_CHECK(false, formation_failure(op, transport, rendezvous, {}), why);
+  }
+}
+
 }  // namespace
 
 std::string rendezvous_prefix(c10::Device device, const std::string& transport,
-                              const std::string& tag, const Chunk& chunk, int64_t generation) {
+                              const std::string& tag, const Chunk& chunk, int64_t formation) {
   std::ostringstream prefix;
   prefix << "c10d_func/" << shared_device(device) << "/" << transport << "/" << tag << "/"
-         << chunk.describe() << "/" << generation;
+         << chunk.describe() << "/" << formation;
   return prefix.str();
 }
 
@@ -279,11 +296,7 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
                                                                 const Chunk& chunk,
                                                                 const Transport& transport) {
   const Key key = key_of(device, tag, chunk);
-  // Generations count the formations of the key's device type: the members meet under names
-  // without the device index, so two indices of one process must not share a generation.
-  const Key generation_key = key_of(c10::Device(device.type()), tag, chunk);
   std::shared_ptr<Slot> slot;
-  int64_t generation = 0;
   {
     std::lock_guard<std::mutex> lock(impl().mutex);
     auto& entry = impl().slots[key];
@@ -291,7 +304,6 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
       entry = std::make_shared<Slot>();
     }
     slot = entry;
-    generation = impl().generations[generation_key];
   }
 
   std::lock_guard<std::mutex> creating(slot->mutex);
@@ -307,9 +319,19 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
   }
   const World world = this->world(op);
   const c10::intrusive_ptr<c10d::Store> connection = private_connection(world.store);
+  // Every formation is named by what every member's call shares whatever it chose (device type,
+  // tag, the members' set) and by how many formations of that set this process began: members
+  // begin them in the same order, so each formation, failed or not, has a place of its own.
+  Chunk members_set = chunk;
+  std::sort(members_set.members.begin(), members_set.members.end());
+  int64_t formation = 0;
+  {
+    std::lock_guard<std::mutex> lock(impl().mutex);
+    formation = impl().formations[key_of(c10::Device(device.type()), tag, members_set)]++;
+  }
   Rendezvous rendezvous;
   rendezvous.store = c10::make_intrusive<c10d::PrefixStore>(
-      rendezvous_prefix(device, transport.name, tag, chunk, generation), connection);
+      rendezvous_prefix(device, transport.name, tag, chunk, formation), connection);
   rendezvous.rank = chunk.index;
   rendezvous.size = chunk.size();
   rendezvous.members = chunk.members;
@@ -317,48 +339,28 @@ std::shared_ptr<Communicator> GroupRegistry::chunk_communicator(std::string_view
   rendezvous.timeout = collective_timeout();
   rendezvous.deadline = std::chrono::steady_clock::now() + rendezvous.timeout;
   rendezvous.device = device;
-  // The meeting is named by what every member's call shares whatever it chose (device type, tag,
-  // the members' set) and by how many formations of that set this process began: members begin
-  // them in the same order, so each formation has a place of its own.
-  Chunk members_set = chunk;
-  std::sort(members_set.members.begin(), members_set.members.end());
-  int64_t meeting_number = 0;
-  {
-    std::lock_guard<std::mutex> lock(impl().mutex);
-    meeting_number = impl().meetings[key_of(c10::Device(device.type()), tag, members_set)]++;
-  }
-  meet_before_forming(
-      op,
+  // The rendezvous' prefix holds the transport and the members' order; the meeting's holds
+  // neither, so members that differ in them meet there and are told.
+  auto formed = form_communicator(
+      op, transport, rendezvous,
       c10::make_intrusive<c10d::PrefixStore>("c10d_func/" + shared_device(device) + "/" + tag +
                                                  "/" + members_set.describe() + "/meeting/" +
-                                                 std::to_string(meeting_number) + "/",
-                                             connection),
-      chunk, transport.name, rendezvous);
-  auto formed = form_communicator(op, transport, rendezvous);
+                                                 std::to_string(formation) + "/",
+                                             connection));
   slot->communicator =
       observed(std::move(formed), chunk_identity(device, tag, chunk), rendezvous.timeout);
   slot->origin = "created";
   slot->transport = transport.name;
-  std::lock_guard<std::mutex> lock(impl().mutex);
-  impl().generations[generation_key] = generation + 1;
   return slot->communicator;
 }
 
-void meet_before_forming(std::string_view op, c10::intrusive_ptr<c10d::Store> place,
-                         const Chunk& chunk, const std::string& transport,
-                         const Rendezvous& rendezvous) {
-  FormationMeeting meeting(std::move(place), chunk, transport);
-  if (const auto missing = meeting.meet(rendezvous.remaining()); !missing.empty()) {
-    TORCH_CHECK(false, formation_failure(op, transport, rendezvous, missing),
-                ": they did not come to the group's formation");
-  }
-  if (const std::string why = meeting.disagreements(); !why.empty()) {
-    TORCH_CHECK(false, formation_failure(op, transport, rendezvous, {}), why);
-  }
-}
-
 std::shared_ptr<Communicator> form_communicator(std::string_view op, const Transport& transport,
-                                                const Rendezvous& rendezvous) {
+                                                const Rendezvous& rendezvous,
+                                                c10::intrusive_ptr<c10d::Store> meeting) {
+  if (!meeting) {
+    meeting = c10::make_intrusive<c10d::PrefixStore>("meeting/", rendezvous.store);
+  }
+  meet_before_forming(op, std::move(meeting), transport.name, rendezvous);
   // Each member announces itself first, so a rendezvous that times out can name who is missing.
   const auto arrived = [](int64_t index) { return "arrived/" + std::to_string(index); };
   rendezvous.store->set(arrived(rendezvous.rank), std::vector<uint8_t>{1});

@@ -51,26 +51,21 @@ struct GroupInfo {
 // whatever device index each serves): "c10d_func/cpu/<tag>/[0, 1]".
 GroupIdentity chunk_identity(c10::Device device, const std::string& tag, const Chunk& chunk);
 
-// The store prefix under which the chunk's members form its `generation`-th communicator of
-// `transport` (the same on every member, whatever device index each serves).
+// The store prefix under which the chunk's members make their `formation`-th attempt to form a
+// communicator of `transport` (the same on every member, whatever device index each serves).
 std::string rendezvous_prefix(c10::Device device, const std::string& transport,
-                              const std::string& tag, const Chunk& chunk, int64_t generation);
-
-// Before a communicator of `transport` forms among the members of `chunk`: they meet under
-// `place` (the same store for every member whatever it chose) and compare their transport, the
-// order they listed the members in and whether they run the DETAIL checks. Raises on every
-// member, naming each one's choices, where they differ (instead of each waiting under a
-// rendezvous of its own until the timeout), and naming the members that did not come within
-// `rendezvous`'s remaining time.
-void meet_before_forming(std::string_view op, c10::intrusive_ptr<c10d::Store> place,
-                         const Chunk& chunk, const std::string& transport,
-                         const Rendezvous& rendezvous);
+                              const std::string& tag, const Chunk& chunk, int64_t formation);
 
 // Forms a communicator of `transport` among the members of `rendezvous` (its store already
-// prefixed for this group). Each member announces itself first, so a rendezvous that fails names
-// the members that never arrived, with `op` and `rendezvous.group`.
+// prefixed for this group). The members first meet under `meeting` (by default "meeting/" in the
+// rendezvous' store, which must then be the same whatever transport a member chose) and compare
+// their transport, the order they listed the members in and whether they run the DETAIL checks:
+// where they differ, every member fails at once naming each one's choices, instead of each
+// waiting under a rendezvous of its own until the timeout. Each member then announces itself, so
+// a rendezvous that fails names the members that never arrived, with `op` and `rendezvous.group`.
 std::shared_ptr<Communicator> form_communicator(std::string_view op, const Transport& transport,
-                                                const Rendezvous& rendezvous);
+                                                const Rendezvous& rendezvous,
+                                                c10::intrusive_ptr<c10d::Store> meeting = {});
 
 class GroupRegistry {
  public:

@@ -113,12 +113,11 @@ struct GroupRegistry::Impl {
   std::map<std::pair<c10::DeviceType, std::string>, std::string> chosen;  // (device, tag) -> name
   std::map<Key, std::shared_ptr<Slot>> slots;
   std::set<PartitionKey> split_partitions;
-  // How often each key was created in this process; part of the store prefix so a key created
-  // again after shutdown() never meets the previous rendezvous's keys.
-  std::map<Key, int64_t> generations;
   // How many formations of each set of members (device type, tag, members sorted) this process
-  // began: it names their meeting (group_formation.cpp), the same on every member.
-  std::map<Key, int64_t> meetings;
+  // began: part of their store prefixes (group_formation.cpp), the same on every member, so a
+  // key formed again (after shutdown(), or after a failed attempt) never meets an earlier
+  // attempt's keys.
+  std::map<Key, int64_t> formations;
 
   // resolve()'s cache. Anything that changes what a group resolves to (a new world, a transport
   // choice, a bound group, shutdown) clears it and bumps the epoch, so a resolution that raced

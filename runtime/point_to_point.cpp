@@ -44,11 +44,6 @@ struct PointToPoint::Channel {
       at_store.store =
           c10::make_intrusive<c10d::PrefixStore>(prefix, private_connection(group_store));
       auto transport = GroupRegistry::instance().transport_for(op, rendezvous.device.type(), "");
-      Chunk pair;
-      pair.members = at_store.members;
-      pair.index = at_store.rank;
-      meet_before_forming(op, c10::make_intrusive<c10d::PrefixStore>("meeting/", at_store.store),
-                          pair, transport.name, at_store);
       communicator = form_communicator(op, transport, at_store);
     } catch (const std::exception& error) {
       formation_error = error.what();

@@ -32,7 +32,7 @@ TEST(SharedNames, MembersOnDifferentDeviceIndicesMeetUnderOnePrefix) {
       rendezvous_prefix(c10::Device(c10::kCUDA, 1), "nccl", "tp", member(1), 0);
   EXPECT_EQ(on_0, on_1);
   EXPECT_EQ(on_0, "c10d_func/cuda/nccl/tp/[0, 1]/0");
-  // What does tell formations apart still does: transport, tag, members, generation.
+  // What does tell formations apart still does: transport, tag, members, formation.
   EXPECT_NE(on_0, rendezvous_prefix(c10::Device(c10::kCUDA, 0), "gloo", "tp", member(0), 0));
   EXPECT_NE(on_0, rendezvous_prefix(c10::Device(c10::kCUDA, 0), "nccl", "dp", member(0), 0));
   EXPECT_NE(on_0, rendezvous_prefix(c10::Device(c10::kCUDA, 0), "nccl", "tp", member(0), 1));
