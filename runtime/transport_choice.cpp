@@ -82,16 +82,19 @@ void GroupRegistry::refuse_changing_formed_tag_locked(c10::DeviceType device,
     if (!slot_lock.owns_lock() || !slot->communicator || slot->transport.empty()) {
       continue;  // forming, failed to form, or a bound ProcessGroup (served whatever is chosen)
     }
-    // "auto" forms shm, gloo or shm+gloo: choosing what it formed changes nothing.
-    if (slot->transport == name || slot->communicator->backend_name() == name) {
+    // "auto" forms shm, gloo or shm+gloo: choosing what it formed changes nothing. Nor does
+    // choosing "auto" for a group formed on "shm": its members are on one host, where auto
+    // forms shm.
+    const std::string formed_as = slot->communicator->backend_name();
+    if (slot->transport == name || formed_as == name || (name == "auto" && formed_as == "shm")) {
       continue;
     }
     Chunk chunk;
     chunk.members = std::get<3>(key);
     TORCH_CHECK(false, "c10d_func.set_transport: tag '", tag, "' already has a ",
                 device_name(device), " group of members ", chunk.describe(),
-                " formed on transport '", slot->transport, "' (serving as '",
-                slot->communicator->backend_name(), "'), which keeps it; choosing '", name,
+                " formed on transport '", slot->transport, "' (serving as '", formed_as,
+                "'), which keeps it; choosing '", name,
                 "' now would leave the tag's groups on different transports. Choose a tag's ",
                 "transport before its first collective, use another tag, or call ",
                 "c10d_func.shutdown() on every member first");

@@ -210,6 +210,12 @@ def body_transport_choice_of_a_formed_tag(rank: int, world_size: int, tag: str) 
     except RuntimeError as error:
         out["changed"] = str(error)
     out["after the refusal"] = reduced()  # the choice was not recorded either
+    try:
+        c10d_func.set_transport("auto", "cpu", tag=tag)  # auto forms shm on one host
+        out["auto"] = "accepted"
+    except RuntimeError as error:
+        out["auto"] = str(error)
+    out["after auto"] = reduced()
     c10d_func.shutdown()
     c10d_func.set_transport("gloo", "cpu", tag=tag)
     out["after shutdown"] = reduced()
@@ -219,7 +225,8 @@ def body_transport_choice_of_a_formed_tag(rank: int, world_size: int, tag: str) 
 def test_choosing_another_transport_for_a_formed_tag_is_refused(pool2):
     """A tag's groups keep the transport they formed on: a later set_transport for the tag raises
     (once silently ignored) instead of leaving its groups on different transports; a misspelt name
-    fails at the choice, not at the tag's first collective."""
+    fails at the choice, not at the tag's first collective. Choosing what the groups formed as
+    ("auto" after "shm": on one host auto forms shm) changes nothing and is accepted."""
     tag = f"formed-{uuid.uuid4().hex[:8]}"
     for out in pool2.run(body_transport_choice_of_a_formed_tag, tag):
         assert "c10d_func.set_transport: no 'glo' transport for cpu tensors" in out["misspelt"]
@@ -229,6 +236,8 @@ def test_choosing_another_transport_for_a_formed_tag_is_refused(pool2):
         assert "formed on transport 'shm'" in changed and "choosing 'gloo'" in changed, changed
         assert "c10d_func.shutdown()" in changed, changed
         assert out["after the refusal"] == (True, "shm")
+        assert out["auto"] == "accepted", out["auto"]
+        assert out["after auto"] == (True, "shm")
         assert out["after shutdown"] == (True, "gloo")
 
 
