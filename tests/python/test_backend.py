@@ -731,6 +731,191 @@ def test_fsdp2_trains_as_on_gloo(backend_pool):
     assert_no_failures(backend_pool.run(body_fsdp, timeout=180))
 
 
+def _object_of(rank: int) -> dict[str, Any]:
+    """A picklable object every rank can build for any rank: sizes differ by rank (one of them
+    larger than a page of every transport's small-message path), with a tensor inside."""
+    return {
+        "rank": rank,
+        "text": "c10d_func" * (1 + 9000 * (rank % 2)),
+        "list": list(range(rank + 2)),
+        "tensor": torch.arange(rank + 3, dtype=torch.float64) * (rank + 1),
+    }
+
+
+def _same_object(a: Any, b: Any) -> bool:
+    if not (isinstance(a, dict) and isinstance(b, dict)) or a.keys() != b.keys():
+        return False
+    return all(
+        torch.equal(a[k], b[k]) if isinstance(b[k], torch.Tensor) else a[k] == b[k] for k in b
+    )
+
+
+def body_object_collectives(rank: int, world_size: int) -> list[str]:
+    check = Check(rank)
+    everyone = [_object_of(r) for r in range(world_size)]
+    gathered: list[Any] = [None] * world_size
+    dist.all_gather_object(gathered, _object_of(rank))
+    check.true(
+        "all_gather_object: every rank's object in rank order",
+        all(_same_object(g, e) for g, e in zip(gathered, everyone)),
+    )
+    src = world_size - 1
+    listed: list[Any] = [_object_of(src), "second"] if rank == src else [None, None]
+    dist.broadcast_object_list(listed, src=src)
+    check.true(
+        f"broadcast_object_list from {src}",
+        _same_object(listed[0], everyone[src]) and listed[1] == "second",
+    )
+    dst = 1
+    collected: list[Any] | None = [None] * world_size if rank == dst else None
+    dist.gather_object(_object_of(rank), collected, dst=dst)
+    if rank == dst:
+        check.true(
+            f"gather_object to {dst}",
+            collected is not None and all(_same_object(g, e) for g, e in zip(collected, everyone)),
+        )
+    received: list[Any] = [None]
+    dist.scatter_object_list(
+        received, [_object_of(10 + r) for r in range(world_size)] if rank == 0 else None, src=0
+    )
+    check.true("scatter_object_list from 0", _same_object(received[0], _object_of(10 + rank)))
+    # On a group of every other rank, its roots named by group rank (torch 2.6+).
+    evens = list(range(0, world_size, 2))
+    sub = dist.new_group(evens)
+    if rank in evens:
+        gathered = [None] * len(evens)
+        dist.all_gather_object(gathered, _object_of(rank), group=sub)
+        check.true(
+            f"all_gather_object on group {evens}",
+            all(_same_object(g, everyone[r]) for g, r in zip(gathered, evens)),
+        )
+        listed = [_object_of(evens[-1]) if rank == evens[-1] else None]
+        dist.broadcast_object_list(listed, group=sub, group_src=len(evens) - 1)
+        check.true(
+            f"broadcast_object_list on group {evens} from group rank {len(evens) - 1}",
+            _same_object(listed[0], everyone[evens[-1]]),
+        )
+    return check.failures
+
+
+def test_object_collectives_as_on_gloo(backend_pool):
+    """What checkpointing, launchers and trainers exchange metadata with: pickled objects as byte
+    tensors of every member's size, gathered after an all_gather of the sizes."""
+    assert_no_failures(backend_pool.run(body_object_collectives))
+
+
+def body_distributed_checkpoint(rank: int, world_size: int) -> list[str]:
+    import shutil
+    import tempfile
+
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
+
+    check = Check(rank)
+    mesh = DeviceMesh.from_group(dist.group.WORLD, "cpu")
+    where = [tempfile.mkdtemp(prefix="c10d_func_dcp_") if rank == 0 else None]
+    dist.broadcast_object_list(where, src=0)  # one folder, as on a shared file system
+    # Known full tensors, built alike on every rank; each rank saves its shards only.
+    rows = torch.arange(world_size * 4 * 3, dtype=torch.float32).reshape(world_size * 4, 3)
+    cols = (torch.arange(5 * 2 * world_size) % 7).to(torch.bfloat16).reshape(5, 2 * world_size)
+    saved = {
+        "rows": DTensor.from_local(rows[4 * rank : 4 * rank + 4].clone(), mesh, [Shard(0)]),
+        "cols": DTensor.from_local(cols[:, 2 * rank : 2 * rank + 2].contiguous(), mesh, [Shard(1)]),
+        "replicated": torch.full((3,), 3.0),
+        "step": 7,
+    }
+    try:
+        dcp.save(saved, checkpoint_id=where[0])
+        # Loaded into other placements: each rank reads the parts of other ranks' shards its
+        # new placement needs (5 rows as Shard(0): torch.chunk's uneven split).
+        fresh = {"src_data_rank": None}  # each rank takes its part of zeros, no communication
+        loaded = {
+            "rows": distribute_tensor(torch.zeros_like(rows), mesh, [Replicate()], **fresh),
+            "cols": distribute_tensor(torch.zeros_like(cols), mesh, [Shard(0)], **fresh),
+            "replicated": torch.zeros(3),
+            "step": 0,
+        }
+        dcp.load(loaded, checkpoint_id=where[0])
+        check.same("DCP: Shard(0) saved, loaded replicated", loaded["rows"].to_local(), rows)
+        check.same(
+            "DCP: Shard(1) saved, loaded as Shard(0) (this rank's rows)",
+            loaded["cols"].to_local(),
+            cols[_rows_of(rank, cols.shape[0], world_size)],
+        )
+        check.same("DCP: a plain tensor", loaded["replicated"], torch.full((3,), 3.0))
+        check.true(f"DCP: a plain value ({loaded['step']})", loaded["step"] == 7)
+    finally:
+        dist.barrier()
+        if rank == 0:
+            shutil.rmtree(where[0], ignore_errors=True)
+    return check.failures
+
+
+def _rows_of(rank: int, rows: int, world_size: int) -> slice:
+    """The rows Shard(0) gives `rank` of a dimension of `rows` (torch.chunk's split)."""
+    per = -(-rows // world_size)
+    return slice(min(rank * per, rows), min((rank + 1) * per, rows))
+
+
+def test_distributed_checkpoint_saves_and_reshards(backend_pool):
+    assert_no_failures(backend_pool.run(body_distributed_checkpoint, timeout=180))
+
+
+def _stage_layers(world_size: int) -> list[torch.nn.Module]:
+    torch.manual_seed(5)
+    return [torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh()) for _ in range(world_size)]
+
+
+def body_pipelining(rank: int, world_size: int) -> list[str]:
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+
+    check = Check(rank)
+    microbatches = 4
+    g = torch.Generator().manual_seed(17)
+    x = torch.randn(8, 8, generator=g)
+    target = torch.randn(8, 8, generator=g)
+
+    def loss_fn(out: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.mse_loss(out, tgt)
+
+    # Reference: the whole model in this process, microbatch by microbatch; 1F1B scales each
+    # stage's gradient by the number of microbatches.
+    whole = torch.nn.Sequential(*_stage_layers(world_size))
+    expected_losses = []
+    for xs, ts in zip(x.chunk(microbatches), target.chunk(microbatches)):
+        loss = loss_fn(whole(xs), ts)
+        (loss / microbatches).backward()
+        expected_losses.append(loss.detach())
+    expected_grads = [p.grad for p in whole[rank].parameters()]
+
+    gloo = dist.new_group(backend="gloo")
+    for name, group in (("this backend", None), ("gloo", gloo)):
+        layer = _stage_layers(world_size)[rank]
+        stage = PipelineStage(layer, rank, world_size, torch.device("cpu"), group=group)
+        schedule = Schedule1F1B(stage, n_microbatches=microbatches, loss_fn=loss_fn)
+        losses: list[torch.Tensor] = []
+        if rank == 0:
+            schedule.step(x)
+        elif rank == world_size - 1:
+            schedule.step(target=target, losses=losses)
+        else:
+            schedule.step()
+        if rank == world_size - 1:
+            check.same(
+                f"1F1B on {name}: losses", torch.stack(losses), torch.stack(expected_losses), False
+            )
+        for i, (p, expected) in enumerate(zip(layer.parameters(), expected_grads)):
+            check.same(f"1F1B on {name}: stage {rank} gradient {i}", p.grad, expected, False)
+    return check.failures
+
+
+def test_pipeline_schedule_trains_as_on_gloo(backend_pool):
+    """torch.distributed.pipelining: stages exchange activations and gradients with batched
+    isend/irecv between neighbours, every microbatch."""
+    assert_no_failures(backend_pool.run(body_pipelining, timeout=180))
+
+
 def body_allocate_tensor(rank: int, world_size: int) -> list[str]:
     check = Check(rank)
     backend = dist.group.WORLD._get_backend(torch.device("cpu"))
