@@ -381,6 +381,7 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::barrier(const c10d::BarrierOptions& 
 c10::intrusive_ptr<c10d::Work> FuncBackend::send(std::vector<at::Tensor>& tensors, int dst_rank,
                                                  int tag) {
   constexpr std::string_view kOp = "send";
+  check_open(kOp);
   const at::Tensor& tensor = single(kOp, tensors, "tensor", "takes a single tensor");
   check_peer(kOp, dst_rank);
   TORCH_CHECK(tag >= 0, kPrefix, kOp, ": Tag must be nonnegative (got ", tag, ")");
@@ -391,6 +392,7 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::send(std::vector<at::Tensor>& tensor
 c10::intrusive_ptr<c10d::Work> FuncBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
                                                  int tag) {
   constexpr std::string_view kOp = "recv";
+  check_open(kOp);
   const at::Tensor& tensor = single(kOp, tensors, "tensor", "takes a single tensor");
   check_peer(kOp, src_rank);
   TORCH_CHECK(tag >= 0, kPrefix, kOp, ": Tag must be nonnegative (got ", tag, ")");

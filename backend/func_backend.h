@@ -97,6 +97,14 @@ class FuncBackend final : public c10d::Backend {
   // init_process_group(device_id=...) forms that device's communicator now, so new groups can
   // split it.
   void eagerConnectSingleDevice(at::Device device) override;
+  // torch's destroy_process_group calls shutdown: the group's communicators leave the registry
+  // (which would otherwise keep them, their shared memory and their threads, for the rest of the
+  // process) and go once their last Work does; a collective issued before finishes. abort
+  // (`ProcessGroup.abort()`) also fails them first, so a collective in flight on them raises
+  // now instead of at its timeout (on shared memory the host's other members' too). Either way
+  // every later call on the group raises, naming why.
+  void shutdown() override;
+  void abort() override;
 
   // torch's Backend.allocate_tensor, which FSDP2 calls for its all_gather and reduce_scatter
   // buffers after `set_allocate_memory_from_process_group_for_comm(True)`: a CPU tensor in the
@@ -171,6 +179,11 @@ class FuncBackend final : public c10d::Backend {
                                       Completion done, std::vector<at::Tensor> outputs,
                                       std::chrono::milliseconds op_timeout, int source_rank = -1);
   void check_peer(std::string_view op, int64_t peer) const;
+  // Raises, naming `op`, once shutdown or abort has run.
+  void check_open(std::string_view op) const;
+  // Takes the group out of service: later calls raise with `why`; the communicators leave
+  // the registry (failed first with `failure`, when given).
+  void close(const char* why, const std::string& failure);
   c10::intrusive_ptr<c10d::Work> allreduce_of_sparse(const at::Tensor& tensor,
                                                      const c10d::AllreduceOptions& opts);
   // A private connection to the group's store under `prefix`, for the backend's own
@@ -190,6 +203,9 @@ class FuncBackend final : public c10d::Backend {
   std::shared_ptr<const std::string> group_;
   std::mutex mutex_;
   std::map<std::pair<int, int>, std::shared_ptr<Communicator>> communicators_;
+  // Why the group is out of service ("shut down (destroy_process_group)" or "aborted"), or
+  // null while it serves; set once, under mutex_.
+  std::atomic<const char*> closed_{nullptr};
   PointToPoint point_to_point_;
 };
 

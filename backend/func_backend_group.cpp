@@ -43,7 +43,47 @@ std::string FuncBackend::describe(std::string_view op) const {
   return std::string(op) + " on " + *group_;
 }
 
+void FuncBackend::check_open(std::string_view op) const {
+  const char* why = closed_.load(std::memory_order_acquire);
+  TORCH_CHECK(why == nullptr, kPrefix, describe(op), ": the group was ", why,
+              "; create a new group");
+}
+
+void FuncBackend::close(const char* why, const std::string& failure) {
+  std::vector<std::shared_ptr<Communicator>> formed;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closed_.load(std::memory_order_relaxed) != nullptr) {
+      return;  // destroy_process_group after abort, or a second shutdown
+    }
+    closed_.store(why, std::memory_order_release);
+    for (auto& [key, communicator] : communicators_) {
+      if (communicator) {
+        formed.push_back(std::move(communicator));
+      }
+    }
+    communicators_.clear();
+  }
+  if (!failure.empty()) {
+    for (const auto& communicator : formed) {
+      communicator->mark_failed(failure);
+    }
+  }
+  // Under the tag of this group and any other it was bound to (register_group).
+  GroupRegistry::instance().forget(formed);
+}
+
+void FuncBackend::shutdown() {
+  close("shut down (destroy_process_group)", "");
+}
+
+void FuncBackend::abort() {
+  close("aborted (ProcessGroup.abort)",
+        "the group was aborted (ProcessGroup.abort) on rank " + std::to_string(options_.rank));
+}
+
 std::shared_ptr<Communicator> FuncBackend::communicator(c10::Device device, std::string_view op) {
+  check_open(op);
   const std::pair<int, int> key{static_cast<int>(device.type()),
                                 device.is_cpu() ? -1 : static_cast<int>(device.index())};
   std::lock_guard<std::mutex> lock(mutex_);

@@ -10,6 +10,7 @@
 #include "runtime/message_routes.h"
 #include "runtime/pending_work.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
@@ -202,6 +203,33 @@ void GroupRegistry::register_communicator(c10::DeviceType device, const std::str
   {
     std::lock_guard<std::mutex> lock(impl().mutex);
     impl().slots[key_of(c10::Device(device), tag, chunk)] = std::move(slot);
+  }
+  impl().clear_cache();
+}
+
+void GroupRegistry::forget(const std::vector<std::shared_ptr<Communicator>>& communicators) {
+  if (communicators.empty()) {
+    return;
+  }
+  std::vector<std::shared_ptr<Slot>> dropped;  // destroyed after the registry lock is released
+  {
+    std::lock_guard<std::mutex> lock(impl().mutex);
+    for (auto it = impl().slots.begin(); it != impl().slots.end();) {
+      bool served_by_one = false;
+      {
+        // A slot being formed holds its lock, and is no formed group's.
+        std::unique_lock<std::mutex> slot_lock(it->second->mutex, std::try_to_lock);
+        served_by_one = slot_lock.owns_lock() && it->second->communicator &&
+                        std::find(communicators.begin(), communicators.end(),
+                                  it->second->communicator) != communicators.end();
+      }
+      if (served_by_one) {
+        dropped.push_back(std::move(it->second));
+        it = impl().slots.erase(it);
+      } else {
+        ++it;
+      }
+    }
   }
   impl().clear_cache();
 }

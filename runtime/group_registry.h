@@ -108,6 +108,10 @@ class GroupRegistry {
 
   std::vector<GroupInfo> groups();
 
+  // Drops every key served by one of `communicators` (a destroyed group's: under its own tag
+  // and any other it was bound to); collectives issued on them keep them until they finish.
+  void forget(const std::vector<std::shared_ptr<Communicator>>& communicators);
+
   // Waits for pending collectives, then forgets every communicator (the world stays resolved;
   // init() may replace it). The next call of a key creates a fresh communicator.
   void shutdown();

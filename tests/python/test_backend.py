@@ -12,8 +12,9 @@ test_cuda_ranks.py (these bodies on CUDA tensors over Gloo).
 from __future__ import annotations
 
 import datetime
+import gc
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import c10d_func
@@ -94,6 +95,15 @@ class Check(Checks):
     def true(self, what: str, condition: bool) -> None:
         if not condition:
             self.failures.append(f"rank {self.rank}: {what}")
+
+    def raises(self, what: str, call: Callable[[], Any], phrase: str) -> None:
+        """`call` raises a RuntimeError whose message holds `phrase`."""
+        try:
+            call()
+        except RuntimeError as error:
+            self.true(f"{what}: {error}", phrase in str(error))
+        else:
+            self.true(f"{what} raised", False)
 
 
 # ------------------------------------------------------------------ every collective of the table
@@ -960,6 +970,115 @@ def body_allocate_tensor(rank: int, world_size: int) -> list[str]:
 
 def test_allocate_tensor_gives_symmetric_memory(backend_pool):
     assert_no_failures(backend_pool.run(body_allocate_tensor, timeout=120))
+
+
+# ------------------------------------------------------------------ destroying and aborting groups
+
+
+def shm_mappings() -> int:
+    """How many of this process's mappings are shared-memory segments."""
+    with open("/proc/self/maps") as maps:
+        return sum(1 for line in maps if "/dev/shm/" in line)
+
+
+def body_destroyed_groups_release_their_communicators(rank: int, world_size: int) -> list[str]:
+    check = Check(rank)
+    everyone = list(range(world_size))
+    groups_before, mappings_before = len(c10d_func.groups()), shm_mappings()
+    every = inputs(world_size, (1 << 14,), torch.float32, 95)
+    for round_ in range(4):
+        group = dist.new_group(everyone, backend="c10d_func")
+        name = group.group_name
+        c10d_func.register_group(group, tag=f"destroyed-{round_}")  # bound under a tag too
+        t = every[rank].clone()
+        dist.all_reduce(t, group=group)
+        check.same(f"round {round_}: all_reduce", t, sum(every))
+        check.same(
+            f"round {round_}: functional all_reduce",
+            c10d_func.all_reduce(every[rank], "sum", everyone, tag=f"destroyed-{round_}"),
+            sum(every),
+        )
+        dist.destroy_process_group(group)
+        left = [
+            g["tag"]
+            for g in c10d_func.groups()
+            if g["tag"] in (f"ptd:{name}", f"destroyed-{round_}")
+        ]
+        check.true(f"round {round_}: the destroyed group's communicators left: {left}", not left)
+        check.raises(
+            f"round {round_}: a call on the destroyed group",
+            lambda group=group, t=t: group.allreduce([t]).wait(),
+            f"allreduce on process group '{name}' (ranks {everyone}): the group was shut down "
+            "(destroy_process_group); create a new group",
+        )
+    gc.collect()
+    check.true(
+        f"groups after destroying 4: {len(c10d_func.groups())} (before: {groups_before})",
+        len(c10d_func.groups()) == groups_before,
+    )
+    # Each shm group maps a segment; a destroyed one unmaps it (Gloo groups map none).
+    check.true(
+        f"shared-memory mappings after destroying 4: {shm_mappings()} (before: {mappings_before})",
+        shm_mappings() == mappings_before,
+    )
+    return check.failures
+
+
+def test_destroyed_groups_release_their_communicators(backend_pool):
+    """destroy_process_group on a c10d_func group drops its communicators from the registry
+    (under its tag and any it was bound to), so a program that makes and destroys groups keeps
+    no shared memory or threads of them; the destroyed group refuses later calls, naming why."""
+    assert_no_failures(backend_pool.run(body_destroyed_groups_release_their_communicators))
+
+
+def body_abort(rank: int, world_size: int, interrupts: bool) -> list[str]:
+    check = Check(rank)
+    group = dist.new_group(list(range(world_size)), backend="c10d_func")
+    x = torch.ones(1024)
+    if rank == 0:
+        # In flight when aborted: the peers never take part. On shared memory the abort fails
+        # it at once; Gloo has no way to interrupt an operation, so there nothing is in flight.
+        work = dist.all_reduce(x, group=group, async_op=True) if interrupts else None
+        group.abort()
+        if work is not None:
+            check.raises(
+                "the collective in flight",
+                work.wait,
+                "the group was aborted (ProcessGroup.abort) on rank 0",
+            )
+        check.raises(
+            "a call after abort",
+            lambda: dist.all_reduce(x, group=group),
+            "the group was aborted (ProcessGroup.abort); create a new group",
+        )
+        left = [g for g in c10d_func.groups() if g["tag"] == f"ptd:{group.group_name}"]
+        check.true(f"the aborted group's communicators left: {left}", not left)
+    dist.barrier()
+    dist.destroy_process_group(group)  # after abort too
+    if interrupts:
+        # On shared memory the abort reaches the host's other members: one that calls the group
+        # afterwards fails at once, naming the rank that aborted, instead of at its timeout.
+        second = dist.new_group(list(range(world_size)), backend="c10d_func")
+        if rank == 0:
+            second.abort()
+        dist.barrier()
+        if rank != 0:
+            check.raises(
+                "a peer's call after rank 0 aborted",
+                lambda: dist.all_reduce(x, group=second),
+                "rank 0 failed: the group was aborted (ProcessGroup.abort) on rank 0",
+            )
+        dist.barrier()
+        dist.destroy_process_group(second)
+    t = torch.full((3,), float(rank))
+    dist.all_reduce(t)
+    check.same("the world still serves", t, torch.full((3,), float(sum(range(world_size)))))
+    return check.failures
+
+
+def test_abort_fails_what_is_in_flight_and_refuses_later_calls(backend_pool):
+    interrupts = backend_pool.env.get("C10D_FUNC_CPU_TRANSPORT") != "gloo"
+    assert_no_failures(backend_pool.run(body_abort, interrupts, timeout=120))
 
 
 # ---------------------------------------------------------------------------------- split_group

@@ -251,11 +251,13 @@ class NcclCommunicator final : public Communicator,
   // The watchdog's verdict: a collective is stuck or NCCL reported an error.
   void abort(const std::string& reason) override {
     mark_failed(reason);
-    bool expected = false;
-    if (aborted_.compare_exchange_strong(expected, true)) {
-      ncclCommAbort(comm_);
-    }
+    abort_once();
   }
+
+  // A failure found elsewhere (a wrapper's wait, the group's ProcessGroup.abort) ends the
+  // communicator now too: its members are out of step, a kernel in flight would run until the
+  // watchdog's timeout, and destroying a communicator whose peer is gone can hang.
+  void on_failed(const std::string& /*reason*/) override { abort_once(); }
 
   // NCCL's asynchronous error on this communicator, if any.
   std::optional<std::string> async_error() const override {
@@ -273,6 +275,14 @@ class NcclCommunicator final : public Communicator,
   }
 
  private:
+  // ncclCommAbort, once: the watchdog and a failure found elsewhere may both ask.
+  void abort_once() {
+    bool expected = false;
+    if (aborted_.compare_exchange_strong(expected, true)) {
+      ncclCommAbort(comm_);
+    }
+  }
+
   using Issue = std::function<void(cudaStream_t, Clock::time_point)>;
 
   Completion launch(const char* op, std::initializer_list<at::Tensor> tensors, const Issue& issue) {
