@@ -207,23 +207,20 @@ void GroupRegistry::register_communicator(c10::DeviceType device, const std::str
   impl().clear_cache();
 }
 
-void GroupRegistry::forget(const std::vector<std::shared_ptr<Communicator>>& communicators) {
-  if (communicators.empty()) {
-    return;
-  }
+void GroupRegistry::drop_slots(const SlotFilter& dropping) {
   std::vector<std::shared_ptr<Slot>> dropped;  // destroyed after the registry lock is released
   {
     std::lock_guard<std::mutex> lock(impl().mutex);
     for (auto it = impl().slots.begin(); it != impl().slots.end();) {
-      bool served_by_one = false;
+      bool drop = false;
       {
-        // A slot being formed holds its lock, and is no formed group's.
+        // A slot being formed holds its lock, and is no formed or bound group's.
         std::unique_lock<std::mutex> slot_lock(it->second->mutex, std::try_to_lock);
-        served_by_one = slot_lock.owns_lock() && it->second->communicator &&
-                        std::find(communicators.begin(), communicators.end(),
-                                  it->second->communicator) != communicators.end();
+        drop = slot_lock.owns_lock() && it->second->communicator &&
+               dropping(std::get<2>(it->first), std::get<3>(it->first), it->second->origin,
+                        it->second->communicator);
       }
-      if (served_by_one) {
+      if (drop) {
         dropped.push_back(std::move(it->second));
         it = impl().slots.erase(it);
       } else {
@@ -232,6 +229,23 @@ void GroupRegistry::forget(const std::vector<std::shared_ptr<Communicator>>& com
     }
   }
   impl().clear_cache();
+}
+
+void GroupRegistry::forget(const std::vector<std::shared_ptr<Communicator>>& communicators) {
+  if (!communicators.empty()) {
+    drop_slots([&](const std::string&, const std::vector<int64_t>&, const std::string&,
+                   const std::shared_ptr<Communicator>& communicator) {
+      return std::find(communicators.begin(), communicators.end(), communicator) !=
+             communicators.end();
+    });
+  }
+}
+
+void GroupRegistry::unbind(const std::string& tag, const std::vector<int64_t>& members) {
+  drop_slots([&](const std::string& slot_tag, const std::vector<int64_t>& slot_members,
+                 const std::string& origin, const std::shared_ptr<Communicator>&) {
+    return origin == "registered" && slot_tag == tag && slot_members == members;
+  });
 }
 
 std::vector<GroupInfo> GroupRegistry::groups() {

@@ -111,6 +111,9 @@ class GroupRegistry {
   // Drops every key served by one of `communicators` (a destroyed group's: under its own tag
   // and any other it was bound to); collectives issued on them keep them until they finish.
   void forget(const std::vector<std::shared_ptr<Communicator>>& communicators);
+  // Drops the ProcessGroup bound to (`tag`, `members`) on every device (torch destroyed it);
+  // communicators c10d_func formed itself under that tag stay.
+  void unbind(const std::string& tag, const std::vector<int64_t>& members);
 
   // Waits for pending collectives, then forgets every communicator (the world stays resolved;
   // init() may replace it). The next call of a key creates a fresh communicator.
@@ -131,6 +134,12 @@ class GroupRegistry {
   // The transport `name` of `device`, with the registry lock held.
   Transport find_transport_locked(std::string_view op, c10::DeviceType device,
                                   const std::string& name, const std::string& tag);
+  // Drops the formed slots `dropping` picks (by tag, members, origin and communicator) on every
+  // device, and clears the resolve cache.
+  using SlotFilter =
+      std::function<bool(const std::string& tag, const std::vector<int64_t>& members,
+                         const std::string& origin, const std::shared_ptr<Communicator>&)>;
+  void drop_slots(const SlotFilter& dropping);
   std::shared_ptr<Communicator> registered(c10::Device device, const std::string& tag,
                                            const Chunk& chunk);
   std::shared_ptr<Communicator> communicator(std::string_view op, c10::Device device,

@@ -58,6 +58,9 @@ def select_transport(device: str, name: str, tag: str = "") -> None:
 def register_backend(backend: Any, device: str, tag: str, ranks: list[int]) -> None:
     """Binds an existing c10d Backend to (device, tag, ranks)."""
 
+def unbind_group(tag: str, ranks: list[int]) -> None:
+    """Drops the ProcessGroup bound to (tag, ranks) on every device (torch destroyed it)."""
+
 def groups() -> list[_GroupInfo]:
     """The communicators this process holds."""
 

@@ -28,7 +28,10 @@ from .symmetric import empty
 _registry.install()
 _backend.install()
 _compile.install()
-_torch_patches.install(on_default_group_change=_registry.default_group_changed)
+_torch_patches.install(
+    on_default_group_change=_registry.default_group_changed,
+    on_group_destroyed=_registry.group_destroyed,
+)
 
 __all__ = [
     *functional.__all__,

@@ -105,10 +105,11 @@ def _bind_on_first_use(
     return True
 
 
-# world scope -> (tag, ranks) -> the ProcessGroup bound to it, so each group is registered once per
-# world. The scope is 0 for the process, the thread's id where ranks are threads (each thread has
-# a world, and a registry scope, of its own). Holding the group keeps the identity check
-# meaningful (ids are never reused).
+# world scope -> (tag, ranks) -> the ProcessGroup bound to it (by register_group, or on first
+# use), so each group is registered once per world and let go when torch destroys it. The scope
+# is 0 for the process, the thread's id where ranks are threads (each thread has a world, and a
+# registry scope, of its own). Holding the group keeps the identity check meaningful (ids are
+# never reused) until group_destroyed drops it.
 _bound: dict[int, dict[tuple[str, tuple[int, ...]], dist.ProcessGroup]] = {}
 
 
@@ -123,12 +124,31 @@ def forget_bound(per_thread: bool) -> None:
 
 def bind(pg: dist.ProcessGroup, tag: str, ranks: list[int]) -> None:
     """Registers `pg` for (`tag`, `ranks`) in the calling thread's world, once."""
-    bound = _bound.setdefault(_scope(world_is_per_thread()), {})
-    key = (tag, tuple(ranks))
-    if bound.get(key) is pg:
+    bound = _bound.get(_scope(world_is_per_thread()), {})
+    if bound.get((tag, tuple(ranks))) is pg:
         return
     register_group(pg, tag)
-    bound[key] = pg
+
+
+def group_destroyed(name: str) -> None:
+    """torch destroyed the group named `name` (destroy_process_group, _torch_patches.py): every
+    binding of it goes from the registry and from `_bound`, which would otherwise keep it (and
+    its backends' sockets and threads) alive; a later call naming one of its tags forms or binds
+    afresh. A group of backend "c10d_func" has already dropped its communicators (its shutdown)."""
+    bound = _bound.get(_scope(world_is_per_thread()))
+    if not bound:
+        return
+    for (tag, ranks), pg in list(bound.items()):
+        if _name_of(pg) == name:
+            del bound[(tag, ranks)]
+            _C.unbind_group(tag, list(ranks))
+
+
+def _name_of(pg: dist.ProcessGroup) -> str | None:
+    try:
+        return pg.group_name
+    except (RuntimeError, AttributeError):
+        return None  # a ProcessGroup written in Python may have none
 
 
 def default_group_changed(pg: dist.ProcessGroup | None) -> None:
@@ -226,6 +246,12 @@ def register_group(pg: dist.ProcessGroup, tag: str = "") -> None:
             f"c10d_func.register_group: argument 'pg' must be a ProcessGroup, got {pg!r}"
         )
     ranks = dist.get_process_group_ranks(pg)
+    _register_with_registry(pg, tag, ranks)
+    # Remembered for the group's end (group_destroyed) and for bind's check.
+    _bound.setdefault(_scope(world_is_per_thread()), {})[(tag, tuple(ranks))] = pg
+
+
+def _register_with_registry(pg: dist.ProcessGroup, tag: str, ranks: list[int]) -> None:
     if _python_groups.is_python_group(pg):
         # Its methods are the way in: they serve whatever device its tensors are on.
         has_reduce, has_reduce_scatter = _python_groups.traits(pg)

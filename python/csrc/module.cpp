@@ -236,6 +236,15 @@ PYBIND11_MODULE(_C, m) {
       py::call_guard<py::gil_scoped_release>(), py::arg("per_thread"), py::arg("initialised"));
   m.def("register_backend", &register_backend, py::arg("backend"), py::arg("device"),
         py::arg("tag"), py::arg("ranks"));
+  m.def(
+      "unbind_group",
+      [](const std::string& tag, const std::vector<int64_t>& ranks) {
+        GroupRegistry::instance().unbind(tag, ranks);
+      },
+      py::arg("tag"), py::arg("ranks"),
+      // A dropped group's last reference may go here, and its backend joins threads that may
+      // need the GIL to release tensors Python owns.
+      py::call_guard<py::gil_scoped_release>());
   // Python sees a FuncBackend as this subclass of torch's Backend (pybind11 finds the most
   // derived registered type), with what torch's Python calls on a backend that splits, and its
   // Options with the transports.

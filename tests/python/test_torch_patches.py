@@ -26,6 +26,7 @@ from torch.testing._internal.distributed.fake_pg import FakeStore
 # Every patch the package makes. A new one is added here, with a test of what it does.
 EXPECTED = {
     "follow_default_group",
+    "forget_destroyed_groups",
     "exempt_wait_from_alias_check",
     "reinplace_collectives",
     "keep_waits_apart_from_their_collectives",
@@ -76,6 +77,20 @@ def test_follow_default_group_tells_the_registry_of_init_and_destroy(monkeypatch
     finally:
         dist.destroy_process_group()
     assert seen == [group, None]
+
+
+def test_forget_destroyed_groups_tells_the_registry_each_destroyed_group(monkeypatch):
+    _patched("forget_destroyed_groups")
+    seen: list[str] = []
+    monkeypatch.setattr(_torch_patches, "_on_group_destroyed", [seen.append])
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+    try:
+        group = dist.new_group([0, 1])
+        name = group.group_name
+        dist.destroy_process_group(group)
+        assert seen == [name]
+    finally:
+        dist.destroy_process_group()
 
 
 def test_exempt_wait_from_alias_check_exempts_the_wait_only(monkeypatch):

@@ -185,12 +185,43 @@ def test_world_from_the_default_process_group_and_register_group(world_size):
         pool.close()
 
 
+def body_destroyed_bound_groups(rank: int, world_size: int):
+    import weakref
+
+    before = len(c10d_func.groups())
+    alive = []
+    values = []
+    for round_ in range(3):
+        pg = dist.new_group(list(range(world_size)), backend="gloo")
+        x = torch.full((3,), float(rank + 1))
+        values.append(c10d_func.all_reduce(x, "sum", pg).wait().tolist())  # bound on first use
+        c10d_func.register_group(pg, tag="kept")  # and bound by the program
+        values.append(summed(rank, world_size, "kept"))
+        alive.append(weakref.ref(pg))
+        dist.destroy_process_group(pg)
+        del pg
+    gc.collect()
+    left = [(g["tag"], g["origin"]) for g in c10d_func.groups()]
+    # The tag still names a group: c10d_func's own communicator, formed on the next call.
+    after = summed(rank, world_size, "kept")
+    origins = sorted(g["origin"] for g in c10d_func.groups() if g["tag"] == "kept")
+    return before, left, sum(ref() is not None for ref in alive), values, after, origins
+
+
 def test_a_group_bound_after_first_use_wins():
     pool = WorkerPool(2, env={"C10D_FUNC_TEST_SETUP": "test_world:setup_default_group"})
     try:
         for first, second, origins in pool.run(body_binding_after_first_use):
             assert first == second == expected_sum(2)
             assert origins == ["registered"]
+        # torch destroying a bound group lets go of it: neither the registry nor c10d_func's
+        # Python side keeps it (or its backends' sockets and threads) alive.
+        for before, left, alive, values, after, origins in pool.run(body_destroyed_bound_groups):
+            assert all(v == expected_sum(2) for v in values), values
+            assert len(left) == before, (before, left)
+            assert alive == 0
+            assert after == expected_sum(2)
+            assert origins == ["created"]
     finally:
         pool.close()
 
