@@ -673,6 +673,91 @@ def test_ddp_trains_as_on_gloo(backend_pool):
     assert_no_failures(backend_pool.run(body_ddp, timeout=180))
 
 
+def body_ddp_algorithms(rank: int, world_size: int) -> list[str]:
+    """torch.distributed.algorithms on this backend and on a Gloo group, the same steps: DDP's
+    communication hooks (fp16 and bf16 compression, PowerSGD, which chain on the Works'
+    futures), ZeroRedundancyOptimizer (a broadcast of each rank's shard per step), Join with
+    uneven inputs (the joined ranks shadow the others' all_reduces) and the autograd-aware
+    collectives of torch.distributed.nn."""
+    import torch.distributed.nn.functional as dist_nn
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+    from torch.distributed.algorithms.join import Join
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    check = Check(rank)
+    gloo = dist.new_group(backend="gloo")
+
+    def hooked(group: Any, hook: Any, state: Any = None) -> list[torch.Tensor]:
+        model = DDP(_mlp(rank), process_group=group)
+        model.register_comm_hook(state, hook)
+        return _train(model, 4, rank, world_size)
+
+    def power_sgd(group: Any) -> list[torch.Tensor]:
+        state = powerSGD_hook.PowerSGDState(
+            process_group=group,
+            matrix_approximation_rank=1,
+            start_powerSGD_iter=2,  # plain all_reduce first, then compressed
+            min_compression_rate=0.5,
+            random_seed=0,
+        )
+        return hooked(group, powerSGD_hook.powerSGD_hook, state)
+
+    def zero(group: Any) -> list[torch.Tensor]:
+        module = _mlp(rank)
+        optimizer = ZeroRedundancyOptimizer(
+            module.parameters(), optimizer_class=torch.optim.Adam, process_group=group, lr=0.01
+        )
+        model = DDP(module, process_group=group)
+        for step in range(3):
+            g = torch.Generator().manual_seed(1000 * step + rank)
+            loss = torch.nn.functional.mse_loss(
+                model(torch.randn(8, 6, generator=g)), torch.randn(8, 3, generator=g)
+            )
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        return [p.detach().clone() for p in model.parameters()]
+
+    def uneven(group: Any) -> list[torch.Tensor]:
+        model = DDP(_mlp(rank), process_group=group)
+        with Join([model]):
+            return _train(model, 2 + rank, rank, world_size)  # rank r has 2 + r batches
+
+    # Compressed hooks reduce in fp16/bf16, where Gloo's summation order differs from
+    # c10d_func's: equal up to those formats' rounding.
+    runs = {
+        "fp16_compress_hook": (lambda g: hooked(g, default_hooks.fp16_compress_hook), 2e-3),
+        "bf16_compress_hook": (lambda g: hooked(g, default_hooks.bf16_compress_hook), 2e-2),
+        "PowerSGD": (power_sgd, None),
+        "ZeroRedundancyOptimizer": (zero, None),
+        "Join with uneven inputs": (uneven, None),
+    }
+    for name, (run, tolerance) in runs.items():
+        for i, (ours, theirs) in enumerate(zip(run(None), run(gloo))):
+            if tolerance is None:
+                check.same(f"{name}: parameter {i} vs on gloo", ours, theirs, exact=False)
+            else:
+                check.true(
+                    f"{name}: parameter {i} vs on gloo, {(ours - theirs).abs().max()} apart",
+                    torch.allclose(ours, theirs, rtol=tolerance, atol=tolerance),
+                )
+    x = torch.full((3,), float(rank + 1), requires_grad=True)
+    y = dist_nn.all_reduce(x * 2)
+    y.sum().backward()
+    total = float(sum(range(1, world_size + 1)))
+    check.same("torch.distributed.nn all_reduce", y.detach(), torch.full((3,), 2 * total))
+    # Its backward all-reduces the output's gradient (ones from every rank), times 2.
+    check.same(
+        "torch.distributed.nn all_reduce backward", x.grad, torch.full((3,), 2.0 * world_size)
+    )
+    return check.failures
+
+
+def test_ddp_algorithms_train_as_on_gloo(backend_pool):
+    assert_no_failures(backend_pool.run(body_ddp_algorithms, timeout=240))
+
+
 def cpu_memory_of_world() -> dict[str, int] | None:
     """The symmetric-memory counters of the world group's CPU communicator; None where its
     transport has no symmetric memory (Gloo)."""
