@@ -67,9 +67,24 @@ void check_peer(std::string_view op, std::string_view arg, int64_t peer,
 }
 
 void forget_message_routes() {
+  std::map<RouteKey, MessageRoute> dropped;  // their channels' threads join outside the lock
   auto& state = routes();
   std::lock_guard<std::mutex> lock(state.mutex);
-  state.routes.clear();
+  dropped.swap(state.routes);
+}
+
+void forget_message_routes(std::string_view tag) {
+  std::vector<MessageRoute> dropped;
+  auto& state = routes();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  for (auto it = state.routes.begin(); it != state.routes.end();) {
+    if (std::get<1>(it->first) == tag) {
+      dropped.push_back(std::move(it->second));
+      it = state.routes.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 }  // namespace c10d_func

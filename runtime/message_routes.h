@@ -29,5 +29,7 @@ void check_peer(std::string_view op, std::string_view arg, int64_t peer,
 
 // Drops every route (shutdown, or a new world); messages already posted still complete.
 void forget_message_routes();
+// Drops the routes of `tag` alone (torch destroyed the group that `ptd:<name>` names).
+void forget_message_routes(std::string_view tag);
 
 }  // namespace c10d_func

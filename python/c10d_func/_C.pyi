@@ -61,6 +61,9 @@ def register_backend(backend: Any, device: str, tag: str, ranks: list[int]) -> N
 def unbind_group(tag: str, ranks: list[int]) -> None:
     """Drops the ProcessGroup bound to (tag, ranks) on every device (torch destroyed it)."""
 
+def forget_message_routes(tag: str) -> None:
+    """Drops the message channels of `tag` (torch destroyed the group it names)."""
+
 def groups() -> list[_GroupInfo]:
     """The communicators this process holds."""
 

@@ -134,7 +134,9 @@ def group_destroyed(name: str) -> None:
     """torch destroyed the group named `name` (destroy_process_group, _torch_patches.py): every
     binding of it goes from the registry and from `_bound`, which would otherwise keep it (and
     its backends' sockets and threads) alive; a later call naming one of its tags forms or binds
-    afresh. A group of backend "c10d_func" has already dropped its communicators (its shutdown)."""
+    afresh. A group of backend "c10d_func" has already dropped its communicators (its shutdown).
+    The message channels of its `ptd:<name>` tag (c10d_func.isend/irecv with the group) go too."""
+    _C.forget_message_routes(f"ptd:{name}")
     bound = _bound.get(_scope(world_is_per_thread()))
     if not bound:
         return

@@ -11,6 +11,7 @@
 #include "ops/op_list.h"
 #include "python/csrc/python_group.h"
 #include "runtime/group_registry.h"
+#include "runtime/message_routes.h"
 #include "runtime/pending_work.h"
 #include "transports/byte_reduce.h"
 #include "transports/c10d/group_communicator.h"
@@ -244,6 +245,11 @@ PYBIND11_MODULE(_C, m) {
       py::arg("tag"), py::arg("ranks"),
       // A dropped group's last reference may go here, and its backend joins threads that may
       // need the GIL to release tensors Python owns.
+      py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "forget_message_routes", [](const std::string& tag) { forget_message_routes(tag); },
+      py::arg("tag"),
+      // The routes' channel threads are joined here, and may need the GIL to release tensors.
       py::call_guard<py::gil_scoped_release>());
   // Python sees a FuncBackend as this subclass of torch's Backend (pybind11 finds the most
   // derived registered type), with what torch's Python calls on a backend that splits, and its

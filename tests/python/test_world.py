@@ -185,27 +185,39 @@ def test_world_from_the_default_process_group_and_register_group(world_size):
         pool.close()
 
 
-def body_destroyed_bound_groups(rank: int, world_size: int):
+def shm_mappings() -> int:
+    """How many of this process's mappings are shared-memory segments."""
+    with open("/proc/self/maps") as maps:
+        return sum(1 for line in maps if "/dev/shm/" in line)
+
+
+def body_destroyed_bound_groups(rank: int, world_size: int) -> dict:
     import weakref
 
-    before = len(c10d_func.groups())
-    alive = []
-    values = []
+    out: dict = {"before": (len(c10d_func.groups()), shm_mappings())}
+    alive, sums, received = [], [], []
     for round_ in range(3):
         pg = dist.new_group(list(range(world_size)), backend="gloo")
         x = torch.full((3,), float(rank + 1))
-        values.append(c10d_func.all_reduce(x, "sum", pg).wait().tolist())  # bound on first use
+        sums.append(c10d_func.all_reduce(x, "sum", pg).wait().tolist())  # bound on first use
         c10d_func.register_group(pg, tag="kept")  # and bound by the program
-        values.append(summed(rank, world_size, "kept"))
+        sums.append(summed(rank, world_size, "kept"))
+        # A message between the first two members: a channel of the group's tag (shm here).
+        if rank == 0:
+            c10d_func.isend(torch.full((3,), float(round_)), 1, pg).wait()
+        elif rank == 1:
+            received.append(c10d_func.irecv(torch.empty(3), 0, pg).wait().tolist())
         alive.append(weakref.ref(pg))
         dist.destroy_process_group(pg)
         del pg
     gc.collect()
-    left = [(g["tag"], g["origin"]) for g in c10d_func.groups()]
+    out["left"] = (len(c10d_func.groups()), shm_mappings())
+    out["alive"] = sum(ref() is not None for ref in alive)
+    out["sums"], out["received"] = sums, received
     # The tag still names a group: c10d_func's own communicator, formed on the next call.
-    after = summed(rank, world_size, "kept")
-    origins = sorted(g["origin"] for g in c10d_func.groups() if g["tag"] == "kept")
-    return before, left, sum(ref() is not None for ref in alive), values, after, origins
+    out["after"] = summed(rank, world_size, "kept")
+    out["origins"] = sorted(g["origin"] for g in c10d_func.groups() if g["tag"] == "kept")
+    return out
 
 
 def test_a_group_bound_after_first_use_wins():
@@ -215,13 +227,16 @@ def test_a_group_bound_after_first_use_wins():
             assert first == second == expected_sum(2)
             assert origins == ["registered"]
         # torch destroying a bound group lets go of it: neither the registry nor c10d_func's
-        # Python side keeps it (or its backends' sockets and threads) alive.
-        for before, left, alive, values, after, origins in pool.run(body_destroyed_bound_groups):
-            assert all(v == expected_sum(2) for v in values), values
-            assert len(left) == before, (before, left)
-            assert alive == 0
-            assert after == expected_sum(2)
-            assert origins == ["created"]
+        # Python side keeps it (or its backends' sockets and threads) alive, nor the message
+        # channels of its tag.
+        for rank, out in enumerate(pool.run(body_destroyed_bound_groups)):
+            assert all(v == expected_sum(2) for v in out["sums"]), out
+            assert out["received"] == ([[float(r)] * 3 for r in range(3)] if rank == 1 else [])
+            # Communicators, message channels and their shared memory: as before the groups.
+            assert out["left"] == out["before"], out
+            assert out["alive"] == 0
+            assert out["after"] == expected_sum(2)
+            assert out["origins"] == ["created"]
     finally:
         pool.close()
 
