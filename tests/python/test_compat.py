@@ -275,6 +275,37 @@ def test_world_follows_destroy_and_reinit(pool4):
     assert_no_failures(pool4.run(body_world_follows_reinit, free_port(), free_port()))
 
 
+def body_world_recovers_after_abort(rank: int, world_size: int, port: int, second_port: int):
+    """The recovery path of a job on backend "c10d_func": torch aborts every group (torch's
+    `_abort_process_group`, each backend's abort), and a new world forms and computes."""
+    failures: list[str] = []
+    x = value_of(rank)
+    total = sum(value_of(r) for r in range(world_size))
+    _init_world("c10d_func", port, rank, world_size)
+    sub = dist.new_group(list(range(world_size)), backend="c10d_func")
+    t = x.clone()
+    dist.all_reduce(t)
+    got = funcol.all_reduce(x, "sum", sub)
+    if not (torch.equal(t, total) and torch.equal(got, total)):
+        failures.append(f"rank {rank}: before the abort: {t} {got}")
+    dist.distributed_c10d._abort_process_group()
+    if funcol.world() is not None or funcol.groups():
+        failures.append(f"rank {rank}: after the abort: {funcol.world()} {funcol.groups()}")
+    _init_world("c10d_func", second_port, rank, world_size)
+    try:
+        t = x.clone()
+        dist.all_reduce(t)
+        if not torch.equal(t, total):
+            failures.append(f"rank {rank}: all_reduce in the new world: {t}")
+    finally:
+        dist.destroy_process_group()
+    return failures
+
+
+def test_world_recovers_after_abort(pool4):
+    assert_no_failures(pool4.run(body_world_recovers_after_abort, free_port(), free_port()))
+
+
 def body_mesh_runs_on_its_groups(rank: int, world_size: int, port: int) -> list[str]:
     from torch.distributed.device_mesh import init_device_mesh
 
