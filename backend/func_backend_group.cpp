@@ -83,10 +83,10 @@ void FuncBackend::abort() {
 }
 
 std::shared_ptr<Communicator> FuncBackend::communicator(c10::Device device, std::string_view op) {
-  check_open(op);
   const std::pair<int, int> key{static_cast<int>(device.type()),
                                 device.is_cpu() ? -1 : static_cast<int>(device.index())};
   std::lock_guard<std::mutex> lock(mutex_);
+  check_open(op);  // under the lock: close() cannot slip in before a new slot forms
   auto& slot = communicators_[key];
   if (!slot) {
     // By device type, and how many of that type this group formed before: each rank serves its

@@ -57,7 +57,23 @@ _status: dict[str, str] = {}
 # What the package adds to a patch's replacement, set by install(): the registry's reaction to a
 # new default group, and to a destroyed group (its name).
 _on_default_group_change: list[Callable[[Any], None]] = []
-_on_group_destroyed: list[Callable[[str], None]] = []
+_on_group_destroyed: list[Callable[[Any], None]] = []
+
+
+def _then_tell(listeners: str) -> Callable[[Any], Any]:
+    """A patch's replacement for a function of one argument: torch's function, then each
+    function of the module's list named `listeners` (looked up at each call), with the same
+    argument."""
+
+    def replace(original: Callable[[Any], None]) -> Callable[[Any], None]:
+        def observed(argument: Any) -> None:
+            original(argument)
+            for react in globals()[listeners]:
+                react(argument)
+
+        return observed
+
+    return replace
 
 
 # torch.distributed: init_process_group and destroy_process_group both end in
@@ -65,13 +81,7 @@ _on_group_destroyed: list[Callable[[str], None]] = []
 # threaded harness). The registry must follow the default group, or it would keep serving the
 # communicators of a destroyed world. Checked: 2.11.0, 2.14.1. Hook torch would need: a public
 # observer of default-group changes (e.g. `torch.distributed.register_default_group_hook`).
-def _follow_default_group(update: Callable[[Any], None]) -> Callable[[Any], None]:
-    def _update_default_pg(pg: Any) -> None:
-        update(pg)
-        for react in _on_default_group_change:
-            react(pg)
-
-    return _update_default_pg
+_follow_default_group = _then_tell("_on_default_group_change")
 
 
 # torch.distributed: destroy_process_group(group) (and torch's abort and shrink of a group) ends
@@ -80,13 +90,7 @@ def _follow_default_group(update: Callable[[Any], None]) -> Callable[[Any], None
 # `_registry._bound`; without word of its end both would keep it, and its backends' sockets and
 # threads, for the rest of the process. Checked: 2.11.0, 2.14.1. Hook torch would need: a public
 # observer of destroyed groups (or the ProcessGroup's shutdown reaching every backend's owner).
-def _forget_destroyed_groups(unregister: Callable[[str], None]) -> Callable[[str], None]:
-    def _unregister_process_group(group_name: str) -> None:
-        unregister(group_name)
-        for react in _on_group_destroyed:
-            react(group_name)
-
-    return _unregister_process_group
+_forget_destroyed_groups = _then_tell("_on_group_destroyed")
 
 
 # AOT autograd checks at run time that a custom op's output does not alias its input, and

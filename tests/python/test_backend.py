@@ -96,14 +96,21 @@ class Check(Checks):
         if not condition:
             self.failures.append(f"rank {self.rank}: {what}")
 
-    def raises(self, what: str, call: Callable[[], Any], phrase: str) -> None:
-        """`call` raises a RuntimeError whose message holds `phrase`."""
+    def raises(
+        self,
+        what: str,
+        call: Callable[[], Any],
+        *phrases: str,
+        errors: tuple[type[Exception], ...] = (RuntimeError,),
+    ) -> None:
+        """`call` raises one of `errors` whose message holds every one of `phrases`."""
         try:
             call()
-        except RuntimeError as error:
-            self.true(f"{what}: {error}", phrase in str(error))
+        except errors as error:
+            for phrase in phrases:
+                self.true(f"{what}: error lacks {phrase!r}: {error}", phrase in str(error))
         else:
-            self.true(f"{what} raised", False)
+            self.true(f"{what}: did not raise", False)
 
 
 # ------------------------------------------------------------------ every collective of the table
@@ -466,14 +473,7 @@ def body_bad_input(rank: int, world_size: int) -> list[str]:
     check = Check(rank)
 
     def raises(what: str, fn: Any, *needles: str) -> None:
-        try:
-            fn()
-        except (RuntimeError, ValueError, TypeError) as error:
-            text = str(error)
-            for needle in needles:
-                check.true(f"{what}: error lacks {needle!r}: {text}", needle in text)
-            return
-        check.true(f"{what}: did not raise", False)
+        check.raises(what, fn, *needles, errors=(RuntimeError, ValueError, TypeError))
 
     backend = dist.group.WORLD._get_backend(torch.device("cpu"))
     raises(

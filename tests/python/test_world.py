@@ -11,6 +11,7 @@ import c10d_func
 import pytest
 import torch
 import torch.distributed as dist
+from test_backend import shm_mappings
 from worker_pool import WorkerPool, free_port
 
 ops = torch.ops.c10d_func
@@ -183,12 +184,6 @@ def test_world_from_the_default_process_group_and_register_group(world_size):
                 assert registered[0]["ranks"] == [0, 1] and registered[0]["backend"] == "gloo"
     finally:
         pool.close()
-
-
-def shm_mappings() -> int:
-    """How many of this process's mappings are shared-memory segments."""
-    with open("/proc/self/maps") as maps:
-        return sum(1 for line in maps if "/dev/shm/" in line)
 
 
 def body_destroyed_bound_groups(rank: int, world_size: int) -> dict:

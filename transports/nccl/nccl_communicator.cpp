@@ -248,16 +248,17 @@ class NcclCommunicator final : public Communicator,
     return std::make_shared<NcclCommunicator>(child, device_, timeout_.get());
   }
 
-  // The watchdog's verdict: a collective is stuck or NCCL reported an error.
-  void abort(const std::string& reason) override {
-    mark_failed(reason);
-    abort_once();
-  }
+  // The watchdog's verdict: a collective is stuck or NCCL reported an error (on_failed aborts).
+  void abort(const std::string& reason) override { mark_failed(reason); }
 
-  // A failure found elsewhere (a wrapper's wait, the group's ProcessGroup.abort) ends the
-  // communicator now too: its members are out of step, a kernel in flight would run until the
-  // watchdog's timeout, and destroying a communicator whose peer is gone can hang.
-  void on_failed(const std::string& /*reason*/) override { abort_once(); }
+  // Any first failure, the watchdog's or one found elsewhere (a wrapper's wait, the group's
+  // ProcessGroup.abort), ends the communicator now: its members are out of step, a kernel in
+  // flight would run until the watchdog's timeout, and destroying a communicator whose peer is
+  // gone can hang. Once: mark_failed calls it for the first failure only.
+  void on_failed(const std::string& /*reason*/) override {
+    aborted_ = true;
+    ncclCommAbort(comm_);
+  }
 
   // NCCL's asynchronous error on this communicator, if any.
   std::optional<std::string> async_error() const override {
@@ -275,14 +276,6 @@ class NcclCommunicator final : public Communicator,
   }
 
  private:
-  // ncclCommAbort, once: the watchdog and a failure found elsewhere may both ask.
-  void abort_once() {
-    bool expected = false;
-    if (aborted_.compare_exchange_strong(expected, true)) {
-      ncclCommAbort(comm_);
-    }
-  }
-
   using Issue = std::function<void(cudaStream_t, Clock::time_point)>;
 
   Completion launch(const char* op, std::initializer_list<at::Tensor> tensors, const Issue& issue) {
