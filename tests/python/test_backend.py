@@ -631,8 +631,15 @@ def test_torch_functional_collectives_on_this_backend(backend_pool):
     assert_no_failures(backend_pool.run(body_torch_funcol))
 
 
-def _train(model: torch.nn.Module, steps: int, rank: int, world_size: int) -> list[torch.Tensor]:
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+def _train(
+    model: torch.nn.Module,
+    steps: int,
+    rank: int,
+    world_size: int,
+    opt: torch.optim.Optimizer | None = None,
+) -> list[torch.Tensor]:
+    """`steps` steps of `opt` (SGD by default) on this rank's known batches."""
+    opt = opt or torch.optim.SGD(model.parameters(), lr=0.1)
     for step in range(steps):
         # Drawn on the CPU (the same values on every device), then moved to the model's device.
         g = torch.Generator().manual_seed(1000 * step + rank)
@@ -708,16 +715,7 @@ def body_ddp_algorithms(rank: int, world_size: int) -> list[str]:
         optimizer = ZeroRedundancyOptimizer(
             module.parameters(), optimizer_class=torch.optim.Adam, process_group=group, lr=0.01
         )
-        model = DDP(module, process_group=group)
-        for step in range(3):
-            g = torch.Generator().manual_seed(1000 * step + rank)
-            loss = torch.nn.functional.mse_loss(
-                model(torch.randn(8, 6, generator=g)), torch.randn(8, 3, generator=g)
-            )
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        return [p.detach().clone() for p in model.parameters()]
+        return _train(DDP(module, process_group=group), 3, rank, world_size, optimizer)
 
     def uneven(group: Any) -> list[torch.Tensor]:
         model = DDP(_mlp(rank), process_group=group)
