@@ -114,6 +114,14 @@ class FuncBackend final : public c10d::Backend {
   bool supportsTensorAlloc(c10::DeviceIndex device_index) override { return device_index < 0; }
   at::Tensor allocateTensor(long size, at::TensorOptions options) override;
 
+  // torch's sequence number of the group (`pg._get_sequence_number_for_group()`): collectives
+  // issued so far, the same count on every member. TORCH_DISTRIBUTED_DEBUG=DETAIL wraps every
+  // new group's backend in torch's ProcessGroupWrapper, which compares it across the members
+  // before each collective. It starts at 0 on every member, so there is nothing to agree on:
+  // setting it is a no-op (torch 2.11's default raises; 2.14's warns it is deprecated).
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return issued_.load(std::memory_order_relaxed); }
+
   // Gloo's monitored_barrier: rank 0 names the members that did not arrive within the timeout
   // (the first, or all of them with wait_all_ranks); monitored_barrier.h.
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;

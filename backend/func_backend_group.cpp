@@ -286,8 +286,9 @@ void FuncBackend::eagerConnectSingleDevice(at::Device device) {
 
 void FuncBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
   const auto timeout = opts.timeout == c10d::kUnsetTimeout ? this->timeout() : opts.timeout;
-  TORCH_CHECK(timeout.count() > 0, kPrefix, "monitored_barrier: the timeout must be positive, got ",
-              timeout.count(), " ms");
+  // Zero is Gloo's too: rank 0 then finds every member that has not arrived yet timed out.
+  TORCH_CHECK(timeout.count() >= 0, kPrefix,
+              "monitored_barrier: the timeout must not be negative, got ", timeout.count(), " ms");
   const uint64_t call = monitored_barriers_.fetch_add(1);
   monitored_barrier(own_store("c10d_func/monitored_barrier/" + std::to_string(call) + "/"),
                     options_.rank, options_.members, timeout, this->timeout(), waitAllRanks);

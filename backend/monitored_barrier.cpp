@@ -45,6 +45,15 @@ std::string global_names(const std::vector<int64_t>& group_ranks,
   return format_ranks(global);
 }
 
+// "1, 3": group ranks as Gloo lists them.
+std::string format_list(const std::vector<int64_t>& ranks) {
+  std::ostringstream list;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    list << (i ? ", " : "") << ranks[i];
+  }
+  return list.str();
+}
+
 }  // namespace
 
 void monitored_barrier(const c10::intrusive_ptr<c10d::Store>& store, int64_t rank,
@@ -74,15 +83,28 @@ void monitored_barrier(const c10::intrusive_ptr<c10d::Store>& store, int64_t ran
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
   };
   std::vector<int64_t> missing;
+  std::vector<int64_t> passed;
   std::string failure;
   for (int64_t r = 1; r < size && failure.empty(); ++r) {
     // As on Gloo: with wait_all_ranks each member gets the whole timeout, else what is left.
     const auto allowed = wait_all_ranks ? timeout : timeout - elapsed();
     if (appeared(store, arrived_key(r), allowed)) {
+      passed.push_back(r);
       continue;
     }
     missing.push_back(r);
-    if (!wait_all_ranks) {
+    if (!wait_all_ranks && allowed.count() <= 0) {
+      // Rank 0 spent the timeout on the members before r (or it was 0): Gloo's words for that.
+      std::ostringstream why;
+      why << "Rank 0 timed out in monitoredBarrier after " << timeout.count() << " ms.\n";
+      if (passed.empty()) {
+        why << "No ranks successfully processed in monitoredBarrier.";
+      } else {
+        why << "Successfully processed ranks: " << format_list(passed);
+      }
+      why << " (c10d_func: global rank " << members[r] << " had not arrived)";
+      failure = why.str();
+    } else if (!wait_all_ranks) {
       std::ostringstream why;
       why << "[Rank 0]: Rank " << r << " failed to pass monitoredBarrier in " << timeout.count()
           << " ms (c10d_func: global rank " << members[r] << " did not arrive)";
@@ -90,11 +112,8 @@ void monitored_barrier(const c10::intrusive_ptr<c10d::Store>& store, int64_t ran
     }
   }
   if (failure.empty() && !missing.empty()) {
-    std::ostringstream why, names;
-    for (size_t i = 0; i < missing.size(); ++i) {
-      names << (i ? ", " : "") << missing[i];
-    }
-    why << "[Rank 0]: Ranks " << names.str() << " failed to pass monitoredBarrier in "
+    std::ostringstream why;
+    why << "[Rank 0]: Ranks " << format_list(missing) << " failed to pass monitoredBarrier in "
         << timeout.count() << " ms (c10d_func: global ranks " << global_names(missing, members)
         << " did not arrive)";
     failure = why.str();

@@ -420,11 +420,73 @@ def body_monitored_barrier(rank: int, world_size: int) -> list[str]:
             check.true(f"{what}: RuntimeError ({kind})", kind == "RuntimeError")
             check.true(f"{what}: lacks {phrase!r}: {text[:300]}", phrase in text)
         _sync()
+    # A timeout of 0 (torch's own test of Gloo): rank 0, alone in the barrier, times out at once.
+    for name, group in both_groups(SHORT).items():
+        if rank == 0:
+            kind, text = outcome(lambda: group.monitored_barrier(datetime.timedelta(seconds=0)))
+            phrase = "Rank 0 timed out in monitoredBarrier after 0 ms"
+            check.true(f"zero timeout on {name}: RuntimeError ({kind})", kind == "RuntimeError")
+            check.true(f"zero timeout on {name}: lacks {phrase!r}: {text[:300]}", phrase in text)
+        _sync()
     return check.failures  # fmt: skip
 
 
 def test_monitored_barrier_as_on_gloo(parity_pool):
     assert_no_failures(parity_pool.run(body_monitored_barrier, timeout=120))
+
+
+# --------------------------------------------------------------- TORCH_DISTRIBUTED_DEBUG=DETAIL
+
+
+def body_detail_debug_level(rank: int, world_size: int) -> list[str]:
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL wraps every new group's backend in torch's
+    ProcessGroupWrapper, which compares each collective's fingerprint (with the backend's
+    sequence number) across the members before running it."""
+    check = Check(rank)
+    every = [make_input(r, (6,), torch.float32, 43) for r in range(world_size)]
+    before = dist.get_debug_level()
+    dist.set_debug_level(dist.DebugLevel.DETAIL)
+    try:
+        groups = both_groups()
+        for name, group in groups.items():
+            check.true(
+                f"{name} is wrapped: {type(cpu_backend(group)).__name__}",
+                type(cpu_backend(group)).__name__ == "_ProcessGroupWrapper",
+            )
+            for step in range(3):
+                t = every[rank].clone()
+                dist.all_reduce(t, group=group)
+                check.same(f"all_reduce {step} on wrapped {name}", t, sum(every))
+            gathered = [torch.empty(6) for _ in range(world_size)]
+            dist.all_gather(gathered, every[rank], group=group)
+            check.same(f"all_gather on wrapped {name}", torch.stack(gathered), torch.stack(every))
+            check.true(
+                f"{name}'s sequence number counts its 4 collectives: "
+                f"{group._get_sequence_number_for_group()}",
+                group._get_sequence_number_for_group() == 4,
+            )
+        # Members in different collectives: the wrapper names the mismatch on every member,
+        # before the collective runs.
+        for name, group in both_groups().items():
+            t = torch.ones(2)
+            kind, text = outcome(
+                lambda: (
+                    dist.all_reduce(t, group=group)
+                    if rank == 0
+                    else dist.broadcast(t, 0, group=group)
+                )
+            )
+            phrase = "Detected mismatch between collectives on ranks"
+            check.true(f"mismatch on {name}: RuntimeError ({kind})", kind == "RuntimeError")
+            check.true(f"mismatch on {name}: lacks {phrase!r}: {text[:300]}", phrase in text)
+    finally:
+        dist.set_debug_level(before)
+    _sync()
+    return check.failures
+
+
+def test_detail_debug_level_as_on_gloo(parity_pool):
+    assert_no_failures(parity_pool.run(body_detail_debug_level, timeout=120))
 
 
 # ---------------------------------------------------------------------------- split and merge
