@@ -19,9 +19,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -194,6 +196,17 @@ class FuncBackend final : public c10d::Backend {
   void close(const char* why, const std::string& failure);
   c10::intrusive_ptr<c10d::Work> allreduce_of_sparse(const at::Tensor& tensor,
                                                      const c10d::AllreduceOptions& opts);
+  // split and merge through here: the group `make` forms, unless the previous call asked for the
+  // same one (same store, same `key`), which gets what that call got. torch 2.11's
+  // ProcessGroup.split_group and merge_remote_group ask the backend of each device in turn
+  // (cpu, then cuda: the same c10d_func backend) with one store; forming twice there would meet
+  // the first formation's keys. torch 2.14 asks once.
+  c10::intrusive_ptr<c10d::Backend> derive(
+      const c10::intrusive_ptr<c10d::Store>& store, const std::string& key,
+      const std::function<c10::intrusive_ptr<c10d::Backend>()>& make);
+  c10::intrusive_ptr<c10d::Backend> split_once(
+      const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+      const c10::intrusive_ptr<c10d::Backend::Options>& opts, const std::string& name);
   // A private connection to the group's store under `prefix`, for the backend's own
   // exchanges (monitored_barrier, roll calls); made once.
   c10::intrusive_ptr<c10d::Store> own_store(const std::string& prefix);
@@ -215,6 +228,14 @@ class FuncBackend final : public c10d::Backend {
   // null while it serves; set once, under mutex_.
   std::atomic<const char*> closed_{nullptr};
   PointToPoint point_to_point_;
+  struct Derived {
+    c10::intrusive_ptr<c10d::Store> store;  // held: its address names the call
+    std::string key;
+    bool member = false;  // false: this member is in no part (nothing was made)
+    std::optional<c10::weak_intrusive_ptr<c10d::Backend>> backend;
+  };
+  std::mutex derive_mutex_;
+  Derived last_derived_;  // under derive_mutex_
 };
 
 // The FuncBackend behind `backend`, or nullptr when it is another kind.

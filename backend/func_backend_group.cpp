@@ -232,6 +232,18 @@ c10::intrusive_ptr<c10d::Backend> FuncBackend::split(
                 " is not a rank of process group '", options_.name, "' (its ranks are 0..",
                 options_.size - 1, ")");
   }
+  const std::string name = opts && !opts->group_name.empty()
+                               ? opts->group_name
+                               : options_.name + ":split:" +
+                                     format_ranks(std::vector<int64_t>(ranks.begin(), ranks.end()));
+  return derive(
+      store, "split " + name + " " + format_ranks(std::vector<int64_t>(ranks.begin(), ranks.end())),
+      [&] { return split_once(store, ranks, opts, name); });
+}
+
+c10::intrusive_ptr<c10d::Backend> FuncBackend::split_once(
+    const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+    const c10::intrusive_ptr<c10d::Backend::Options>& opts, const std::string& name) {
   const auto mine = std::find(ranks.begin(), ranks.end(), static_cast<int>(options_.rank));
   if (mine == ranks.end()) {
     split_device_communicators(*this, nullptr, -1, 0);
@@ -242,10 +254,7 @@ c10::intrusive_ptr<c10d::Backend> FuncBackend::split(
   child.rank = mine - ranks.begin();
   child.size = static_cast<int64_t>(ranks.size());
   child.timeout = opts ? opts->timeout : timeout();
-  child.name = opts && !opts->group_name.empty()
-                   ? opts->group_name
-                   : options_.name +
-                         ":split:" + format_ranks(std::vector<int64_t>(ranks.begin(), ranks.end()));
+  child.name = name;
   for (int rank : ranks) {
     child.members.push_back(options_.members[rank]);
   }
@@ -269,7 +278,29 @@ c10::intrusive_ptr<c10d::Backend> FuncBackend::merge(
   for (int r = 0; r < size; ++r) {
     merged.members.push_back(r);
   }
-  return c10::make_intrusive<FuncBackend>(std::move(merged));
+  const std::string key =
+      "merge " + merged.name + " rank " + std::to_string(rank) + " of " + std::to_string(size);
+  return derive(store, key, [&] { return c10::make_intrusive<FuncBackend>(std::move(merged)); });
+}
+
+c10::intrusive_ptr<c10d::Backend> FuncBackend::derive(
+    const c10::intrusive_ptr<c10d::Store>& store, const std::string& key,
+    const std::function<c10::intrusive_ptr<c10d::Backend>()>& make) {
+  std::lock_guard<std::mutex> lock(derive_mutex_);
+  if (last_derived_.store == store && last_derived_.key == key) {
+    if (!last_derived_.member) {
+      return nullptr;
+    }
+    if (auto alive = last_derived_.backend->lock()) {
+      return alive;
+    }
+  }
+  auto made = make();
+  last_derived_ = Derived{store, key, static_cast<bool>(made), std::nullopt};
+  if (made) {
+    last_derived_.backend.emplace(made);
+  }
+  return made;
 }
 
 void FuncBackend::perform_nocolor_split(c10::Device device) {

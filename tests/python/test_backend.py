@@ -1222,6 +1222,50 @@ def test_split_group(backend_pool):
     assert_no_failures(backend_pool.run(body_split))
 
 
+def body_split_and_merge_asked_per_device(rank: int, world_size: int) -> list[str]:
+    """torch 2.11's ProcessGroup.split_group and merge_remote_group ask the backend of each
+    device (cpu, then cuda: one c10d_func backend) in turn, with one store. Asked so here
+    (torch 2.14 asks once), the second ask gets the group the first formed, which computes."""
+    check = Check(rank)
+    parent = dist.new_group(backend="c10d_func")
+    backend = parent._get_backend(torch.device("cpu"))
+    every = inputs(world_size, (5,), torch.float32, 83)
+    half = world_size // 2
+    mine = list(range(half)) if rank < half else list(range(half, world_size))
+    default = dist.distributed_c10d._get_default_store()
+    for round_ in range(2):  # a later split of the same ranks forms a group of its own
+        store = dist.PrefixStore(f"per_device_split/{round_}/{mine}", default)
+        opts = backend.options
+        first = backend.split(store, mine, opts)
+        second = backend.split(store, mine, opts)
+        check.true(f"round {round_}: the second ask gets the first's group", first is second)
+        t = every[rank].clone()
+        first.allreduce([t]).wait()
+        check.same(f"round {round_}: all_reduce in the split", t, sum(every[r] for r in mine))
+        # A member outside the part gets nothing, twice.
+        outside = dist.PrefixStore(f"per_device_split/{round_}/outside", default)
+        asked = [backend.split(outside, [0], opts) for _ in range(2)]
+        check.true(
+            f"round {round_}: outside the part: {asked}",
+            all((b is None) == (rank != 0) for b in asked) and (rank != 0 or asked[0] is asked[1]),
+        )
+    store = dist.PrefixStore("per_device_merge/", default)
+    merged_rank = store.add("rank", 1) - 1
+    first = backend.merge(store, backend.options, merged_rank, world_size)
+    second = backend.merge(store, backend.options, merged_rank, world_size)
+    check.true("merge: the second ask gets the first's group", first is second)
+    t = torch.full((3,), float(merged_rank + 1))
+    first.allreduce([t]).wait()
+    check.same(
+        "all_reduce in the merged group", t, torch.full((3,), world_size * (world_size + 1) / 2)
+    )
+    return check.failures
+
+
+def test_split_and_merge_asked_per_device(backend_pool):
+    assert_no_failures(backend_pool.run(body_split_and_merge_asked_per_device))
+
+
 def body_split_errors(rank: int, world_size: int) -> list[str]:
     check = Check(rank)
     for bad, needle in [
