@@ -231,8 +231,7 @@ class FuncBackend final : public c10d::Backend {
   struct Derived {
     c10::intrusive_ptr<c10d::Store> store;  // held: its address names the call
     std::string key;
-    bool member = false;  // false: this member is in no part (nothing was made)
-    std::optional<c10::weak_intrusive_ptr<c10d::Backend>> backend;
+    std::optional<c10::weak_intrusive_ptr<c10d::Backend>> backend;  // none: in no part
   };
   std::mutex derive_mutex_;
   Derived last_derived_;  // under derive_mutex_

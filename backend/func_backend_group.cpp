@@ -232,13 +232,11 @@ c10::intrusive_ptr<c10d::Backend> FuncBackend::split(
                 " is not a rank of process group '", options_.name, "' (its ranks are 0..",
                 options_.size - 1, ")");
   }
-  const std::string name = opts && !opts->group_name.empty()
-                               ? opts->group_name
-                               : options_.name + ":split:" +
-                                     format_ranks(std::vector<int64_t>(ranks.begin(), ranks.end()));
-  return derive(
-      store, "split " + name + " " + format_ranks(std::vector<int64_t>(ranks.begin(), ranks.end())),
-      [&] { return split_once(store, ranks, opts, name); });
+  const std::string part = format_ranks(std::vector<int64_t>(ranks.begin(), ranks.end()));
+  const std::string name =
+      opts && !opts->group_name.empty() ? opts->group_name : options_.name + ":split:" + part;
+  return derive(store, "split " + name + " " + part,
+                [&] { return split_once(store, ranks, opts, name); });
 }
 
 c10::intrusive_ptr<c10d::Backend> FuncBackend::split_once(
@@ -288,15 +286,15 @@ c10::intrusive_ptr<c10d::Backend> FuncBackend::derive(
     const std::function<c10::intrusive_ptr<c10d::Backend>()>& make) {
   std::lock_guard<std::mutex> lock(derive_mutex_);
   if (last_derived_.store == store && last_derived_.key == key) {
-    if (!last_derived_.member) {
-      return nullptr;
+    if (!last_derived_.backend) {
+      return nullptr;  // this member is in no part
     }
     if (auto alive = last_derived_.backend->lock()) {
       return alive;
     }
   }
   auto made = make();
-  last_derived_ = Derived{store, key, static_cast<bool>(made), std::nullopt};
+  last_derived_ = Derived{store, key, std::nullopt};
   if (made) {
     last_derived_.backend.emplace(made);
   }

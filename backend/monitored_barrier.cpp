@@ -4,6 +4,7 @@
 #include "transports/rank_format.h"
 
 #include <c10/util/Exception.h>
+#include <c10/util/StringUtil.h>
 
 #include <algorithm>
 #include <sstream>
@@ -43,15 +44,6 @@ std::string global_names(const std::vector<int64_t>& group_ranks,
     global.push_back(members[r]);
   }
   return format_ranks(global);
-}
-
-// "1, 3": group ranks as Gloo lists them.
-std::string format_list(const std::vector<int64_t>& ranks) {
-  std::ostringstream list;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    list << (i ? ", " : "") << ranks[i];
-  }
-  return list.str();
 }
 
 }  // namespace
@@ -100,7 +92,7 @@ void monitored_barrier(const c10::intrusive_ptr<c10d::Store>& store, int64_t ran
       if (passed.empty()) {
         why << "No ranks successfully processed in monitoredBarrier.";
       } else {
-        why << "Successfully processed ranks: " << format_list(passed);
+        why << "Successfully processed ranks: " << c10::Join(", ", passed);
       }
       why << " (c10d_func: global rank " << members[r] << " had not arrived)";
       failure = why.str();
@@ -113,7 +105,7 @@ void monitored_barrier(const c10::intrusive_ptr<c10d::Store>& store, int64_t ran
   }
   if (failure.empty() && !missing.empty()) {
     std::ostringstream why;
-    why << "[Rank 0]: Ranks " << format_list(missing) << " failed to pass monitoredBarrier in "
+    why << "[Rank 0]: Ranks " << c10::Join(", ", missing) << " failed to pass monitoredBarrier in "
         << timeout.count() << " ms (c10d_func: global ranks " << global_names(missing, members)
         << " did not arrive)";
     failure = why.str();
