@@ -11,7 +11,7 @@
 #include "backend/op_deadline.h"
 #include "runtime/group_registry.h"
 #include "runtime/observed_communicator.h"
-#include "runtime/world.h"
+#include "runtime/store_connections.h"
 #include "transports/rank_format.h"
 #include "transports/rendezvous.h"
 #include "transports/solo/solo_communicator.h"

@@ -156,12 +156,9 @@ def main() -> None:
 
         cells = [cell(i, name) for i, name in enumerate(PROGRAMS)]
         lines.append(f"| {wrapper} | " + " | ".join(cells) + " |")
-    table = "\n".join(lines)
-    print(table)
-    if args.out:
-        from benchmarks.report import write_document
+    from benchmarks.report import publish
 
-        write_document(measured, table, Path(args.out))
+    publish(measured, "\n".join(lines), args.out)
 
 
 if __name__ == "__main__":

@@ -124,12 +124,9 @@ def main() -> None:
             f"| {name} | {values['c10d_func']:.1f} | {values['c10d_func'] / base_func:.2f} | "
             f"{values['gloo']:.1f} | {values['gloo'] / base_gloo:.2f} |"
         )
-    table = "\n".join(lines)
-    print(table)
-    if args.out:
-        from benchmarks.report import write_document
+    from benchmarks.report import publish
 
-        write_document(measured, table, Path(args.out))
+    publish(measured, "\n".join(lines), args.out)
 
 
 if __name__ == "__main__":

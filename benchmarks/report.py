@@ -231,3 +231,10 @@ def write_document(results: Any, markdown: str, out_dir: Path) -> tuple[Path, Pa
     json_path.write_text(json.dumps(results, indent=1))
     md_path.write_text(markdown.rstrip("\n") + "\n")
     return json_path, md_path
+
+
+def publish(results: Any, table: str, out_dir: str | None) -> None:
+    """Prints a benchmark's table, and writes it with its results to `out_dir` when one is given."""
+    print(table)
+    if out_dir:
+        write_document(results, table, Path(out_dir))

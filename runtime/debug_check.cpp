@@ -5,6 +5,7 @@
 
 #include <c10/util/Exception.h>
 
+#include "runtime/store_connections.h"
 #include "transports/rank_format.h"
 #include "transports/rendezvous.h"
 
@@ -104,7 +105,7 @@ void check_members_agree(std::string_view op, const World& world, const std::str
     number = (*sequence)[chunk_key]++;
   }
   auto store = c10::make_intrusive<c10d::PrefixStore>(chunk_key + "/" + std::to_string(number),
-                                                      thread_connection(world.store));
+                                                      private_connection(world.store));
   if (!splits.empty()) {
     // Before the fingerprint others wait on.
     store->set("splits/" + std::to_string(chunk.index), as_bytes(splits));

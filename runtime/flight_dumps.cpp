@@ -3,8 +3,8 @@
 
 #include <c10/util/Logging.h>
 
+#include "runtime/store_connections.h"
 #include "runtime/torch_flight_recorder.h"
-#include "runtime/world.h"
 
 #include <algorithm>
 #include <atomic>

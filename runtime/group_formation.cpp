@@ -6,6 +6,7 @@
 
 #include "runtime/debug_check.h"
 #include "runtime/group_registry_impl.h"
+#include "runtime/store_connections.h"
 #include "transports/missing_member_reports.h"
 #include "transports/solo/solo_communicator.h"
 

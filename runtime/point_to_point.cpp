@@ -6,7 +6,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "runtime/group_registry.h"
-#include "runtime/world.h"
+#include "runtime/store_connections.h"
 #include "transports/rendezvous.h"
 
 #include <condition_variable>
@@ -39,7 +39,7 @@ struct PointToPoint::Channel {
     try {
       const char* op = sending ? "send" : "recv";
       // A connection of its own: the channel's thread blocks on it while forming, and a TCPStore
-      // client serves one request at a time (see world.h).
+      // client serves one request at a time (see store_connections.h).
       Rendezvous at_store = rendezvous;
       at_store.store =
           c10::make_intrusive<c10d::PrefixStore>(prefix, private_connection(group_store));

@@ -51,24 +51,6 @@ std::chrono::milliseconds collective_timeout() {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
 }
 
-c10::intrusive_ptr<c10d::Store> private_connection(const c10::intrusive_ptr<c10d::Store>& store) {
-  try {
-    return store->clone();
-  } catch (const std::exception&) {
-    return store;  // a store that cannot be cloned (some Python stores): shared, as before
-  }
-}
-
-c10::intrusive_ptr<c10d::Store> thread_connection(const c10::intrusive_ptr<c10d::Store>& store) {
-  thread_local const c10d::Store* source = nullptr;
-  thread_local c10::intrusive_ptr<c10d::Store> connection;
-  if (source != store.get()) {
-    connection = private_connection(store);
-    source = store.get();
-  }
-  return connection;
-}
-
 namespace {
 
 // TCPStore's client retries a connection that timed out after a randomized delay, so a store

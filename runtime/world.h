@@ -33,13 +33,4 @@ std::chrono::milliseconds collective_timeout();
 // `op` names the call in errors: a store that cannot be reached names the rank that hosts it.
 std::optional<World> world_from_env(std::string_view op);
 
-// A connection to `store` of the caller's own (Store::clone; the store itself where it cannot be
-// cloned). A TCPStore client serves one request at a time, and a blocking wait holds it: two
-// threads waiting on one client for keys that only their peers' other threads set would
-// deadlock across processes. Rendezvous and debug checks therefore never share a client.
-c10::intrusive_ptr<c10d::Store> private_connection(const c10::intrusive_ptr<c10d::Store>& store);
-
-// private_connection(store), made once per thread and reused while `store` stays the same.
-c10::intrusive_ptr<c10d::Store> thread_connection(const c10::intrusive_ptr<c10d::Store>& store);
-
 }  // namespace c10d_func

@@ -67,6 +67,9 @@ def forget_message_routes(tag: str) -> None:
 def groups() -> list[_GroupInfo]:
     """The communicators this process holds."""
 
+def store_connections_held() -> int:
+    """Connections to stores that c10d_func's pools hold, idle or lent."""
+
 def world() -> _WorldInfo | None:
     """The resolved world, or None before the first collective resolved one."""
 

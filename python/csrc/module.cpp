@@ -13,6 +13,7 @@
 #include "runtime/group_registry.h"
 #include "runtime/message_routes.h"
 #include "runtime/pending_work.h"
+#include "runtime/store_connections.h"
 #include "transports/byte_reduce.h"
 #include "transports/c10d/group_communicator.h"
 #include "transports/gloo/gloo_transport.h"
@@ -277,6 +278,8 @@ PYBIND11_MODULE(_C, m) {
     return as_func_backend(backend) != nullptr;
   });
   m.def("groups", &groups);
+  m.def("store_connections_held", &store_connections_held,
+        "Connections to stores that c10d_func's pools hold, idle or lent.");
   m.def(
       "symmetric_empty",
       [](std::vector<int64_t> sizes, at::ScalarType dtype, const std::string& tag,
