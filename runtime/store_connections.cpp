@@ -1,6 +1,7 @@
 // Stores that lend a pooled connection per request; see store_connections.h.
 #include "runtime/store_connections.h"
 
+#include <unistd.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <atomic>
@@ -27,8 +28,12 @@ class ClientPool {
   }
   ~ClientPool() { connections_held -= static_cast<int64_t>(idle_.size()) + 1; }
 
+  // A process forked from the pool's holds the same sockets: it makes clients of its own and
+  // gives none back, so no connection carries two processes' requests.
+  bool owned_here() const { return ::getpid() == owner_; }
+
   c10::intrusive_ptr<c10d::Store> take() {
-    {
+    if (owned_here()) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!idle_.empty()) {
         auto client = std::move(idle_.back());
@@ -43,6 +48,10 @@ class ClientPool {
   }
 
   void give_back(c10::intrusive_ptr<c10d::Store> client) {
+    if (!owned_here()) {
+      drop(std::move(client));
+      return;
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     idle_.push_back(std::move(client));
   }
@@ -58,6 +67,7 @@ class ClientPool {
 
  private:
   const c10::intrusive_ptr<c10d::Store> source_;
+  const pid_t owner_ = ::getpid();
   std::mutex mutex_;
   std::vector<c10::intrusive_ptr<c10d::Store>> idle_;
 };
@@ -182,10 +192,11 @@ std::shared_ptr<ClientPool> pool_for(const c10::intrusive_ptr<c10d::Store>& root
     it = it->second.root.expired() ? pools->erase(it) : ++it;
   }
   auto found = pools->find(root.get());
-  if (found != pools->end()) {
+  if (found != pools->end() && found->second.pool->owned_here()) {
     return found->second.pool;
   }
   auto pool = std::make_shared<ClientPool>(root->clone());
+  pools->erase(root.get());  // a pool of the process this one was forked from
   pools->emplace(root.get(), Entry{c10::weak_intrusive_ptr<c10d::Store>(root), pool});
   return pool;
 }
@@ -213,6 +224,8 @@ c10::intrusive_ptr<c10d::Store> private_connection(const c10::intrusive_ptr<c10d
   return connection;
 }
 
-int64_t store_connections_held() { return connections_held.load(); }
+int64_t store_connections_held() {
+  return connections_held.load();
+}
 
 }  // namespace c10d_func
