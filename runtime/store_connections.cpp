@@ -63,7 +63,6 @@ class ClientPool {
   }
 
   bool extended_api() const { return source_->hasExtendedApi(); }
-  std::chrono::milliseconds timeout() const { return source_->getTimeout(); }
 
  private:
   const c10::intrusive_ptr<c10d::Store> source_;

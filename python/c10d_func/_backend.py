@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 from . import _C, _torch_patches
+from ._registry import device_backend
 
 __all__ = ["BACKEND_NAME", "split_group"]
 
@@ -152,7 +153,7 @@ def _parent_backend(parent: dist.ProcessGroup) -> Any:
     """The parent's c10d_func backend (whose device communicators split), or None."""
     for device in ("cuda", "cpu"):
         try:
-            backend = parent._get_backend(torch.device(device))
+            backend = device_backend(parent, device)
         except RuntimeError:
             continue
         if _C.is_func_backend(backend):

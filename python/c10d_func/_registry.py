@@ -220,6 +220,18 @@ def init(store: dist.Store, rank: int, world_size: int) -> None:
     _C.init(store, rank, world_size)
 
 
+def device_backend(pg: dist.ProcessGroup, device: str) -> Any:
+    """`pg`'s backend for `device`, unwrapped where it is a c10d_func backend that
+    TORCH_DISTRIBUTED_DEBUG=DETAIL wrapped in torch's ProcessGroupWrapper: functional calls then
+    run on its communicators as without DETAIL (the wrapper's check is for classic calls, and
+    c10d_func's own DETAIL comparison covers them), and split_group splits them. Another
+    backend's wrapper stays: functional calls go through it, as torch's functional collectives
+    do. Raises RuntimeError where `pg` has no backend for `device`."""
+    backend = pg._get_backend(torch.device(device))
+    inner = getattr(backend, "wrapped_pg", None)
+    return inner if inner is not None and _C.is_func_backend(inner) else backend
+
+
 def _backend_devices(pg: dist.ProcessGroup) -> list[str]:
     devices = []
     for device in ("cpu", "cuda"):
@@ -275,7 +287,7 @@ def _register_with_registry(pg: dist.ProcessGroup, tag: str, ranks: list[int]) -
     if not devices:
         raise ValueError(f"c10d_func.register_group: process group {pg} has no cpu or cuda backend")
     for device in devices:
-        _C.register_backend(pg._get_backend(torch.device(device)), device, tag, ranks)
+        _C.register_backend(device_backend(pg, device), device, tag, ranks)
 
 
 def groups() -> list[dict[str, Any]]:

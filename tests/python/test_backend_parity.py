@@ -16,6 +16,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import c10d_func
 import pytest
 import torch
 import torch.distributed as dist
@@ -468,6 +469,29 @@ def body_detail_debug_level(rank: int, world_size: int) -> list[str]:
             check.true(
                 f"{name}'s sequence number counts its 4 collectives: {sequence}", sequence == 4
             )
+            # The functional API on the wrapped group: a c10d_func group's own communicators
+            # serve it, as without DETAIL; Gloo is called through torch's wrapper, as torch's
+            # functional collectives call it.
+            out = c10d_func.wait_tensor(c10d_func.all_reduce(every[rank], "sum", group))
+            check.same(f"functional all_reduce on wrapped {name}", out, sum(every))
+            served = [
+                g["backend"]
+                for g in c10d_func.groups()
+                if g["tag"] == f"ptd:{group.group_name}" and g["device"] == "cpu"
+            ]
+            if name == "c10d_func":
+                check.true(
+                    f"the wrapped c10d_func group's communicators serve it: {served}",
+                    served and "c10d_func" not in served,
+                )
+            # A split of the wrapped group splits the c10d_func backend inside the wrapper.
+            half = [r for r in range(world_size) if r % 2 == rank % 2]
+            child = c10d_func.split_group(
+                group, [[r for r in range(world_size) if r % 2 == c] for c in (0, 1)]
+            )
+            t = every[rank].clone()
+            dist.all_reduce(t, group=child)
+            check.same(f"all_reduce in a split of wrapped {name}", t, sum(every[r] for r in half))
         # Members in different collectives: the wrapper names the mismatch on every member,
         # before the collective runs.
         for name, group in both_groups().items():

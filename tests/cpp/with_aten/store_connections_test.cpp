@@ -7,9 +7,9 @@
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
@@ -23,8 +23,12 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::vector<uint8_t> bytes(const std::string& text) { return {text.begin(), text.end()}; }
-std::string text(const std::vector<uint8_t>& value) { return {value.begin(), value.end()}; }
+std::vector<uint8_t> bytes(const std::string& text) {
+  return {text.begin(), text.end()};
+}
+std::string text(const std::vector<uint8_t>& value) {
+  return {value.begin(), value.end()};
+}
 
 // Connections to `port` closed by their client within the last minute (TIME_WAIT), from the
 // kernel's socket tables: what a process really opened, whatever the library counts.
