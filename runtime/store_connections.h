@@ -5,10 +5,10 @@
 // A TCPStore client serves one request at a time, and a blocking wait holds it: two threads
 // waiting on one client for keys that only their peers' other threads set would deadlock across
 // processes. So no request of c10d_func shares a client with another request in flight. It used
-// to take a clone of the store (a new TCP connection) per communicator, which cost each group a
-// connection on the store's host for the rest of its life, and a connect: torch's client and
-// server each look up the peer's name for every connection (a reverse DNS query, which stalls
-// 5 s where a resolver drops queries, the server's loop included, so every rank waited).
+// to take a clone of the store (a new TCP connection) per communicator and message channel on
+// every member, and each connect costs more than the socket: torch's client and server each look
+// up the peer's name for every connection (a reverse DNS query, which stalls 5 s where a resolver
+// drops queries, the server's loop included, so every rank waited).
 //
 // Now the stores handed out lend a connection per request: each request takes an idle client
 // of its store's pool (making one only when every client is busy) and gives it back when it

@@ -484,14 +484,17 @@ def body_detail_debug_level(rank: int, world_size: int) -> list[str]:
                     f"the wrapped c10d_func group's communicators serve it: {served}",
                     served and "c10d_func" not in served,
                 )
-            # A split of the wrapped group splits the c10d_func backend inside the wrapper.
-            half = [r for r in range(world_size) if r % 2 == rank % 2]
-            child = c10d_func.split_group(
-                group, [[r for r in range(world_size) if r % 2 == c] for c in (0, 1)]
-            )
+            # A split of the wrapped group computes (on CUDA it splits the communicators of the
+            # c10d_func backend inside the wrapper).
+            parts = [[r for r in range(world_size) if r % 2 == c] for c in (0, 1)]
+            child = c10d_func.split_group(group, parts)
             t = every[rank].clone()
             dist.all_reduce(t, group=child)
-            check.same(f"all_reduce in a split of wrapped {name}", t, sum(every[r] for r in half))
+            check.same(
+                f"all_reduce in a split of wrapped {name}",
+                t,
+                sum(every[r] for r in parts[rank % 2]),
+            )
         # Members in different collectives: the wrapper names the mismatch on every member,
         # before the collective runs.
         for name, group in both_groups().items():
