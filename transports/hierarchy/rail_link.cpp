@@ -29,7 +29,8 @@ char* data_of(const at::Tensor& tensor) {
   return static_cast<char*>(tensor.data_ptr());
 }
 
-struct Header {
+// Named apart from shm::Header: the unity build may put both files in one translation unit.
+struct RailHeader {
   uint64_t collective;
   uint64_t bytes;
   uint64_t detail;  // StepDetail::current(): e.g. the root of a reduce run as an all_reduce
@@ -46,12 +47,13 @@ constexpr size_t kWindowBytes = size_t{8} << 20;
 // Sends the rest of `header` to every peer that has not had it, as far as its socket takes it
 // now: a member failing a collective on one peer's header still shows its own to the others,
 // which may agree with this one and would otherwise wait for its payload until the timeout.
-void show_header_before_failing(const std::vector<int>& sockets, int64_t self, const Header& header,
-                                std::vector<size_t>& sent, const std::vector<size_t>& sending) {
+void show_header_before_failing(const std::vector<int>& sockets, int64_t self,
+                                const RailHeader& header, std::vector<size_t>& sent,
+                                const std::vector<size_t>& sending) {
   for (size_t q = 0; q < sockets.size(); ++q) {
-    if (static_cast<int64_t>(q) != self && sent[q] < sizeof(Header) && sending[q] > 0) {
+    if (static_cast<int64_t>(q) != self && sent[q] < sizeof(RailHeader) && sending[q] > 0) {
       const ssize_t moved = ::send(sockets[q], reinterpret_cast<const char*>(&header) + sent[q],
-                                   sizeof(Header) - sent[q], MSG_NOSIGNAL | MSG_DONTWAIT);
+                                   sizeof(RailHeader) - sent[q], MSG_NOSIGNAL | MSG_DONTWAIT);
       sent[q] += moved > 0 ? static_cast<size_t>(moved) : 0;
     }
   }
@@ -85,7 +87,7 @@ void RailLink::fold_from_peer(const at::Tensor& window, const at::Tensor& into, 
 }
 
 bool BegunExchange::all_sent() const {
-  const size_t total = sizeof(Header) + payload.size();
+  const size_t total = sizeof(RailHeader) + payload.size();
   return std::all_of(sent.begin(), sent.end(), [&](size_t gone) { return gone == total; });
 }
 
@@ -140,15 +142,15 @@ std::shared_ptr<BegunExchange> RailLink::begin_all_reduce(const at::Tensor& buff
   begun->detail = StepDetail::current();
   const char* const mine = static_cast<const char*>(buffer.data_ptr());
   begun->payload.assign(mine, mine + bytes);
-  Header header{begun->collective, bytes, begun->detail};
-  const size_t total = sizeof(Header) + bytes;
+  RailHeader header{begun->collective, bytes, begun->detail};
+  const size_t total = sizeof(RailHeader) + bytes;
   begun->sent.assign(sockets_.size(), 0);
   begun->sent[position_] = total;
   for (int64_t p = 0; p < size(); ++p) {
     if (p == position_) {
       continue;
     }
-    iovec parts[2] = {{&header, sizeof(Header)}, {begun->payload.data(), bytes}};
+    iovec parts[2] = {{&header, sizeof(RailHeader)}, {begun->payload.data(), bytes}};
     msghdr message{};
     message.msg_iov = parts;
     message.msg_iovlen = bytes > 0 ? 2 : 1;
@@ -294,13 +296,14 @@ void RailLink::exchange(char* payload, size_t bytes,
                         const std::vector<char*>& receive_into, RootedFlow rooted,
                         const std::vector<char*>& send_from, BegunExchange* begun) {
   const int64_t members = size();
-  const Header header = begun != nullptr ? Header{begun->collective, bytes, begun->detail}
-                                         : Header{++collectives_, bytes, StepDetail::current()};
+  const RailHeader header = begun != nullptr
+                                ? RailHeader{begun->collective, bytes, begun->detail}
+                                : RailHeader{++collectives_, bytes, StepDetail::current()};
   // Per peer, how much of (header, payload) goes to it and comes from it, how much has gone and
   // come; their header.
   std::vector<size_t> sending(members, 0), receiving(members, 0), sent(members, 0), got(members, 0);
-  std::vector<Header> theirs(members);
-  const size_t total = sizeof(Header) + bytes;
+  std::vector<RailHeader> theirs(members);
+  const size_t total = sizeof(RailHeader) + bytes;
   // A rooted flow carries its payload one way: from the root (broadcast, scatter), which
   // receives nothing while the others send nothing and hear from it alone, or to the root
   // (gather), which sends nothing while the others send to it alone. One with a detail (a
@@ -308,7 +311,7 @@ void RailLink::exchange(char* payload, size_t bytes,
   // other, so that members naming other roots fail on the spot, both sides, even two that each
   // think they send (and none receives).
   const bool headers_everywhere = rooted.root >= 0 && header.detail != 0;
-  const size_t header_only = headers_everywhere ? sizeof(Header) : 0;
+  const size_t header_only = headers_everywhere ? sizeof(RailHeader) : 0;
   int64_t open = 0;
   for (int64_t p = 0; p < members; ++p) {
     if (p == position_) {
@@ -331,12 +334,12 @@ void RailLink::exchange(char* payload, size_t bytes,
   // The header's rest, then the payload's rest, as one scatter/gather list.
   const auto pieces = [&](size_t done, size_t all, char* head, char* body, iovec(&out)[2]) {
     int count = 0;
-    if (done < sizeof(Header)) {
-      out[count++] = {head + done, sizeof(Header) - done};
-      done = sizeof(Header);
+    if (done < sizeof(RailHeader)) {
+      out[count++] = {head + done, sizeof(RailHeader) - done};
+      done = sizeof(RailHeader);
     }
     if (all > done) {
-      out[count++] = {body + (done - sizeof(Header)), all - done};
+      out[count++] = {body + (done - sizeof(RailHeader)), all - done};
     }
     return count;
   };
@@ -345,8 +348,8 @@ void RailLink::exchange(char* payload, size_t bytes,
     size_t least = bytes;
     for (int64_t p = 0; p < members; ++p) {
       if (p != position_) {
-        least = std::min({least, sent[p] - std::min(sent[p], sizeof(Header)),
-                          got[p] - std::min(got[p], sizeof(Header))});
+        least = std::min({least, sent[p] - std::min(sent[p], sizeof(RailHeader)),
+                          got[p] - std::min(got[p], sizeof(RailHeader))});
       }
     }
     return least;
@@ -390,7 +393,7 @@ void RailLink::exchange(char* payload, size_t bytes,
         msghdr message{};
         message.msg_iov = parts;
         message.msg_iovlen =
-            pieces(sent[p], sending[p], reinterpret_cast<char*>(const_cast<Header*>(&header)),
+            pieces(sent[p], sending[p], reinterpret_cast<char*>(const_cast<RailHeader*>(&header)),
                    send_from.empty() ? payload : send_from[p], parts);
         const ssize_t moved = ::sendmsg(fd, &message, MSG_NOSIGNAL);
         TORCH_CHECK(moved >= 0 || errno == EAGAIN || errno == EINTR, "between hosts (", name_,
@@ -415,7 +418,7 @@ void RailLink::exchange(char* payload, size_t bytes,
         if (moved > 0) {
           const size_t before = got[p];
           got[p] += static_cast<size_t>(moved);
-          if (before < sizeof(Header) && got[p] >= sizeof(Header)) {
+          if (before < sizeof(RailHeader) && got[p] >= sizeof(RailHeader)) {
             if (theirs[p].collective != header.collective || theirs[p].bytes != bytes ||
                 theirs[p].detail != header.detail) {
               show_header_before_failing(sockets_, position_, header, sent, sending);
