@@ -397,14 +397,21 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::recv(std::vector<at::Tensor>& tensor
   check_peer(kOp, src_rank);
   TORCH_CHECK(tag >= 0, kPrefix, kOp, ": Tag must be nonnegative (got ", tag, ")");
   return work(c10d::OpType::RECV, kOp, nullptr, point_to_point_.recv(tensor, src_rank, tag),
-              tensors, c10d::kUnsetTimeout, src_rank);
+              tensors, c10d::kUnsetTimeout, std::make_shared<const std::atomic<int>>(src_rank));
 }
 
 c10::intrusive_ptr<c10d::Work> FuncBackend::recvAnysource(std::vector<at::Tensor>& tensors,
                                                           int tag) {
-  TORCH_CHECK(false, kPrefix, "recv: a source rank is required (src=None, receiving from any ",
-              "source, is not supported: messages travel on one channel per sender and ",
-              "receiver); pass src=");
+  constexpr std::string_view kOp = "recv";
+  check_open(kOp);
+  const at::Tensor& tensor = single(kOp, tensors, "tensor", "takes a single tensor");
+  TORCH_CHECK(tag >= 0, kPrefix, kOp, ": Tag must be nonnegative (got ", tag, ")");
+  TORCH_CHECK(options_.size > 1, kPrefix, kOp,
+              ": from any source (src=None) in a group of one member, which has no other member "
+              "to receive from");
+  auto source = std::make_shared<std::atomic<int>>(-1);
+  return work(c10d::OpType::RECVANYSOURCE, kOp, nullptr,
+              point_to_point_.recv_any(tensor, tag, source), tensors, c10d::kUnsetTimeout, source);
 }
 
 }  // namespace c10d_func

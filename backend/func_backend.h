@@ -184,10 +184,10 @@ class FuncBackend final : public c10d::Backend {
   // How torch's tools name this group's communicator on `device`.
   GroupIdentity identity(c10::Device device) const;
   // The Work of a call; `op_timeout` is its Options.timeout (kUnsetTimeout: the group's).
-  c10::intrusive_ptr<c10d::Work> work(c10d::OpType type, std::string_view op,
-                                      const std::shared_ptr<Communicator>& communicator,
-                                      Completion done, std::vector<at::Tensor> outputs,
-                                      std::chrono::milliseconds op_timeout, int source_rank = -1);
+  c10::intrusive_ptr<c10d::Work> work(
+      c10d::OpType type, std::string_view op, const std::shared_ptr<Communicator>& communicator,
+      Completion done, std::vector<at::Tensor> outputs, std::chrono::milliseconds op_timeout,
+      std::shared_ptr<const std::atomic<int>> source_rank = nullptr);
   void check_peer(std::string_view op, int64_t peer) const;
   // Raises, naming `op`, once shutdown or abort has run.
   void check_open(std::string_view op) const;

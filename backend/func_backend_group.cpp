@@ -17,11 +17,24 @@
 #include "transports/solo/solo_communicator.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
+#include <string_view>
 
 namespace c10d_func {
 
 using namespace backend_detail;
+
+namespace {
+
+// Whether this member counts its CPU messages in the store, for receivers from any source
+// (C10D_FUNC_ANNOUNCE_SENDS=0: not; read as each group is made).
+bool announce_sends() {
+  const char* value = std::getenv("C10D_FUNC_ANNOUNCE_SENDS");
+  return value == nullptr || std::string_view(value) != "0";
+}
+
+}  // namespace
 
 FuncBackend::FuncBackend(FuncBackendOptions options)
     : Backend(static_cast<int>(options.rank), static_cast<int>(options.size)),
@@ -30,7 +43,8 @@ FuncBackend::FuncBackend(FuncBackendOptions options)
       tag_("ptd:" + options_.name),
       group_(std::make_shared<const std::string>("process group '" + options_.name + "' (ranks " +
                                                  format_ranks(options_.members) + ")")),
-      point_to_point_(options_.store, options_.rank, options_.members, options_.timeout, *group_) {
+      point_to_point_(options_.store, options_.rank, options_.members, options_.timeout, *group_,
+                      announce_sends()) {
   TORCH_CHECK(static_cast<int64_t>(options_.members.size()) == options_.size, kPrefix, "group '",
               options_.name, "' lists ", options_.members.size(), " global ranks for a group of ",
               options_.size);
@@ -158,11 +172,10 @@ std::vector<std::pair<c10::Device, std::shared_ptr<Communicator>>> FuncBackend::
   return formed;
 }
 
-c10::intrusive_ptr<c10d::Work> FuncBackend::work(c10d::OpType type, std::string_view op,
-                                                 const std::shared_ptr<Communicator>& communicator,
-                                                 Completion done, std::vector<at::Tensor> outputs,
-                                                 std::chrono::milliseconds op_timeout,
-                                                 int source_rank) {
+c10::intrusive_ptr<c10d::Work> FuncBackend::work(
+    c10d::OpType type, std::string_view op, const std::shared_ptr<Communicator>& communicator,
+    Completion done, std::vector<at::Tensor> outputs, std::chrono::milliseconds op_timeout,
+    std::shared_ptr<const std::atomic<int>> source_rank) {
   // Messages (no communicator) involve two members only: they do not count.
   const uint64_t sequence = communicator ? issued_.fetch_add(1, std::memory_order_relaxed) : 0;
   if (op_timeout != c10d::kUnsetTimeout && communicator && done->devices().empty()) {
@@ -179,7 +192,7 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::work(c10d::OpType type, std::string_
     done = bounded_by(done, std::move(deadline));
   }
   return c10::make_intrusive<FuncWork>(type, op, group_, communicator, done, std::move(outputs),
-                                       source_rank);
+                                       std::move(source_rank));
 }
 
 void FuncBackend::setTimeout(std::chrono::milliseconds timeout) {

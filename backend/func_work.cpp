@@ -1,6 +1,8 @@
 // The Work of the c10d_func backend; see func_work.h.
 #include "backend/func_work.h"
 
+#include "runtime/deferred_release.h"
+
 #include <ATen/core/jit_type.h>
 #include <c10/util/Exception.h>
 
@@ -13,19 +15,36 @@ namespace c10d_func {
 FuncWork::FuncWork(c10d::OpType op_type, std::string_view op,
                    std::shared_ptr<const std::string> group,
                    std::shared_ptr<Communicator> communicator, const Completion& done,
-                   std::vector<at::Tensor> outputs, int source_rank)
+                   std::vector<at::Tensor> outputs,
+                   std::shared_ptr<const std::atomic<int>> source_rank)
     : Work(-1, op_type),
       op_(op),
       group_(std::move(group)),
       communicator_(std::move(communicator)),
       outputs_(std::move(outputs)),
-      source_rank_(source_rank) {
-  future_ = done->then(
-      [outputs = outputs_](c10::ivalue::Future& parent) -> c10::IValue {
-        (void)parent.value();  // rethrows the collective's error into this future
-        return c10::IValue(outputs);
-      },
-      c10::ListType::ofTensors());
+      source_rank_(std::move(source_rank)) {
+  // As done->then(...), except that this thread is never the last to let go of the outputs:
+  // the thread completing `done` parks its references (runtime/deferred_release.h), since the
+  // caller, woken, may be shutting Python down by then.
+  future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors(), done->devices());
+  done->addCallback([result = future_, outputs = outputs_](c10::ivalue::Future& parent) mutable {
+    auto future = std::move(result);
+    if (parent.hasError()) {
+      future->setError(parent.exception_ptr());
+    } else {
+      try {
+        // As then() does: on a device, the outputs' storages are recorded from the value.
+        future->markCompleted(c10::IValue(std::move(outputs)));
+      } catch (const std::exception&) {
+        future->setError(std::current_exception());
+      }
+    }
+    park_release(c10::IValue(std::move(future)));
+    if (!outputs.empty()) {  // not handed to the future (it failed)
+      park_release(c10::IValue(std::move(outputs)));
+    }
+  });
+  release_parked();
   chain_deferred_wait(done, future_);
   if (!communicator_) {
     return;
@@ -59,9 +78,10 @@ std::exception_ptr FuncWork::exception() const {
 }
 
 int FuncWork::sourceRank() const {
-  TORCH_CHECK(source_rank_ >= 0, "c10d_func backend: sourceRank() is defined for recv only (",
-              what(), ")");
-  return source_rank_;
+  TORCH_CHECK(source_rank_, "c10d_func backend: sourceRank() is defined for recv only (", what(),
+              ")");
+  // A recv from any source learns its sender once a message is taken: -1 until then, as Gloo's.
+  return source_rank_->load();
 }
 
 std::vector<at::Tensor> FuncWork::result() {
@@ -93,6 +113,7 @@ bool FuncWork::wait(std::chrono::milliseconds timeout) {
     }
   }
   wait_completion(future_);
+  release_parked();  // on the caller's thread, which may take the GIL
   if (future_->hasError()) {
     raise_failure();
   }

@@ -8,6 +8,7 @@
 
 #include "transports/communicator.h"
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -20,10 +21,11 @@ class FuncWork final : public c10d::Work {
   // `op` (a literal) and `group` ("process group '1' (ranks [0, 1])", shared by the group's
   // works) name the call in errors, which alone build the text; a failure marks `communicator`
   // failed, since its members are then out of step (nullptr for messages, which run on channels
-  // of their own).
+  // of their own). `source_rank`: a recv's sender, set by the time `done` is (null for others).
   FuncWork(c10d::OpType op_type, std::string_view op, std::shared_ptr<const std::string> group,
            std::shared_ptr<Communicator> communicator, const Completion& done,
-           std::vector<at::Tensor> outputs, int source_rank = -1);
+           std::vector<at::Tensor> outputs,
+           std::shared_ptr<const std::atomic<int>> source_rank = nullptr);
 
   bool isCompleted() override;
   bool isSuccess() const override;
@@ -47,7 +49,7 @@ class FuncWork final : public c10d::Work {
   std::shared_ptr<Communicator> communicator_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::vector<at::Tensor> outputs_;
-  int source_rank_;
+  std::shared_ptr<const std::atomic<int>> source_rank_;
 };
 
 }  // namespace c10d_func

@@ -33,6 +33,12 @@ int64_t numel_of(at::TensorList tensors) {
   return total;
 }
 
+// A message rather than a collective: it has a peer, or it is a recv from any source (whose
+// peer is known only once a message is taken).
+bool is_message(const ObservedCall& call) {
+  return call.peer >= 0 || call.op == "recvAnySource";
+}
+
 // "<lib>:<op>", and "<lib>:send <rank>-><peer>" / "<lib>:recv <rank><-<peer>" for messages,
 // with group-local ranks: how torch names a collective, and how its analyzer parses the name.
 std::string collective_name(std::string_view lib, const ObservedCall& call, int64_t rank) {
@@ -95,8 +101,8 @@ GroupObserver::InFlight GroupObserver::begin(const ObservedCall& call) {
   if (flight_recorder_enabled() || profiling) {
     // Sequence ids for the recorder's entry and the profiler's comms metadata alike.
     std::lock_guard<std::mutex> lock(sequence_mutex_);
-    (call.peer >= 0 ? p2p_seq_ : collective_seq_) += 1;
-    flight.sequence = call.peer >= 0 ? -1 : static_cast<int64_t>(collective_seq_);
+    (is_message(call) ? p2p_seq_ : collective_seq_) += 1;
+    flight.sequence = is_message(call) ? -1 : static_cast<int64_t>(collective_seq_);
     flight.collective_seq = collective_seq_;
     flight.p2p_seq = p2p_seq_;
     flight.op_id = op_id_++;
@@ -110,7 +116,7 @@ GroupObserver::InFlight GroupObserver::begin(const ObservedCall& call) {
     args.outputs = call.outputs.vec();
     args.timeout = std::chrono::milliseconds(timeout_ms_.load(std::memory_order_relaxed));
     args.status = status_;
-    args.p2p = call.peer >= 0;
+    args.p2p = is_message(call);
     args.collective_seq_id = flight.collective_seq;
     args.p2p_seq_id = flight.p2p_seq;
     args.op_id = flight.op_id;

@@ -49,7 +49,7 @@ struct ObservedCall {
   std::string_view op;         // torch's spelling: "all_reduce", "send", ...
   at::TensorList inputs;
   at::TensorList outputs;
-  int64_t peer = -1;  // a message's group-local peer; -1 for a collective
+  int64_t peer = -1;  // a message's group-local peer; -1 for a collective and "recvAnySource"
 };
 
 // Made with std::make_shared: a collective still in flight keeps its observer.

@@ -33,6 +33,8 @@ struct PointToPoint::Channel {
   // Touched by the channel's thread only.
   std::shared_ptr<Communicator> communicator;
   std::optional<std::string> formation_error;
+  // Messages this process has posted on the channel (guarded by PointToPoint::mutex_).
+  int64_t posted = 0;
 
   // On the channel's thread, before its first message.
   void form() {
@@ -69,14 +71,20 @@ struct PointToPoint::Channel {
 
 PointToPoint::PointToPoint(c10::intrusive_ptr<c10d::Store> store, int64_t rank,
                            std::vector<int64_t> members, std::chrono::milliseconds timeout,
-                           std::string group)
+                           std::string group, bool announce_sends)
     : store_(std::move(store)),
       rank_(rank),
       members_(std::move(members)),
       timeout_(timeout),
-      group_(std::move(group)) {}
+      group_(std::move(group)) {
+  if (announce_sends) {
+    sent_counts_ = std::make_unique<SentCounts>(store_, rank_);
+  }
+}
 
 PointToPoint::~PointToPoint() {
+  // First, so that no recv from any source makes a channel after the loop below.
+  any_source_.reset();
   // Channels finish what was posted on their own threads, which own them from here on: joining
   // could block on a peer that never comes.
   for (auto& [key, channel] : channels_) {
@@ -92,6 +100,58 @@ Completion PointToPoint::send(const at::Tensor& tensor, int64_t peer, int64_t ta
 
 Completion PointToPoint::recv(const at::Tensor& tensor, int64_t peer, int64_t tag) {
   return observed_post(tensor, peer, rank_, tag);
+}
+
+Completion PointToPoint::recv_any(const at::Tensor& tensor, int64_t tag,
+                                  std::shared_ptr<std::atomic<int>> source) {
+  TORCH_CHECK(sent_counts_, "recv from any source on ", group_,
+              ": this member was started with C10D_FUNC_ANNOUNCE_SENDS=0, so the group's members "
+              "do not count their sends (set it on no member to receive from any source)");
+  TORCH_CHECK(tensor.device().is_cpu(), "recv from any source on ", group_,
+              " takes a CPU tensor (got one on ", tensor.device(),
+              "); as with NCCL, a CUDA recv names its source");
+  auto wait = [&] {
+    AnySourceWaiter* waiter = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!any_source_) {
+        any_source_ = std::make_unique<AnySourceWaiter>(
+            store_, rank_, static_cast<int64_t>(members_.size()), group_,
+            [this](int64_t tag, const std::vector<int64_t>& sent_counts, const at::Tensor& tensor,
+                   int64_t& source) { return take_announced(tag, sent_counts, tensor, source); });
+      }
+      waiter = any_source_.get();
+    }
+    // Outside mutex_: the waiter's thread holds its own lock while it calls take_announced.
+    return waiter->wait_for(tensor, tag, std::move(source), timeout_.get());
+  };
+  if (!observer_) {
+    return wait();
+  }
+  // torch's name for it (Gloo's "gloo:recvAnySource"); a message with no peer yet.
+  return observer_->observe({"c10d_func", "recvAnySource", tensor, tensor, -1}, wait);
+}
+
+std::optional<Completion> PointToPoint::take_announced(int64_t tag,
+                                                       const std::vector<int64_t>& sent_counts,
+                                                       const at::Tensor& tensor, int64_t& source) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto size = static_cast<int64_t>(members_.size());
+  // Starts after the member taken last, so that one busy sender cannot starve the others.
+  int64_t& start = next_any_source_[tag];
+  for (int64_t step = 0; step < size; ++step) {
+    const int64_t sender = (start + step) % size;
+    if (sender == rank_ || sent_counts.at(sender) <= 0) {
+      continue;
+    }
+    auto channel = channel_for(sender, rank_, tag, tensor.device());
+    if (sent_counts[sender] > channel->posted) {
+      start = sender + 1;
+      source = sender;
+      return enqueue(*channel, tensor, tensor.contiguous());
+    }
+  }
+  return std::nullopt;
 }
 
 Completion PointToPoint::observed_post(const at::Tensor& tensor, int64_t sender, int64_t receiver,
@@ -127,34 +187,47 @@ void PointToPoint::set_timeout(std::chrono::milliseconds timeout) {
 
 Completion PointToPoint::post(const at::Tensor& tensor, int64_t sender, int64_t receiver,
                               int64_t tag) {
-  const c10::Device device = tensor.device();
-  std::shared_ptr<Channel> channel;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto& slot = channels_[{sender, receiver, tag, static_cast<int>(device.type()),
-                            static_cast<int>(device.index())}];
-    if (!slot) {
-      slot = std::make_shared<Channel>();
-      Rendezvous& rendezvous = slot->rendezvous;
-      rendezvous.rank = sender == rank_ ? 0 : 1;
-      rendezvous.size = 2;
-      rendezvous.members = {members_.at(sender), members_.at(receiver)};
-      rendezvous.group = group_ + ", messages rank " + std::to_string(rendezvous.members[0]) +
-                         " -> rank " + std::to_string(rendezvous.members[1]) + " tag " +
-                         std::to_string(tag);
-      rendezvous.timeout = timeout_.get();
-      rendezvous.device = device;
-      std::ostringstream prefix;
-      prefix << "c10d_func/p2p/" << sender << "->" << receiver << "/" << tag << "/"
-             << shared_device(device) << "/";
-      slot->prefix = prefix.str();
-      slot->group_store = store_;
-      slot->sending = sender == rank_;
-      std::thread([channel = slot] { channel->run(); }).detach();
-    }
-    channel = slot;
+  // A message is a broadcast from the sender (index 0 of the channel) to the receiver, of a
+  // contiguous buffer (made before taking the lock: it may copy).
+  at::Tensor buffer = tensor.contiguous();
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto channel = channel_for(sender, receiver, tag, tensor.device());
+  Completion done = enqueue(*channel, tensor, std::move(buffer));
+  if (sent_counts_ && sender == rank_ && tensor.device().is_cpu()) {
+    sent_counts_->sent(receiver, tag, done);
   }
+  return done;
+}
 
+std::shared_ptr<PointToPoint::Channel> PointToPoint::channel_for(int64_t sender, int64_t receiver,
+                                                                 int64_t tag, c10::Device device) {
+  auto& slot = channels_[{sender, receiver, tag, static_cast<int>(device.type()),
+                          static_cast<int>(device.index())}];
+  if (!slot) {
+    slot = std::make_shared<Channel>();
+    Rendezvous& rendezvous = slot->rendezvous;
+    rendezvous.rank = sender == rank_ ? 0 : 1;
+    rendezvous.size = 2;
+    rendezvous.members = {members_.at(sender), members_.at(receiver)};
+    rendezvous.group = group_ + ", messages rank " + std::to_string(rendezvous.members[0]) +
+                       " -> rank " + std::to_string(rendezvous.members[1]) + " tag " +
+                       std::to_string(tag);
+    rendezvous.timeout = timeout_.get();
+    rendezvous.device = device;
+    std::ostringstream prefix;
+    prefix << "c10d_func/p2p/" << sender << "->" << receiver << "/" << tag << "/"
+           << shared_device(device) << "/";
+    slot->prefix = prefix.str();
+    slot->group_store = store_;
+    slot->sending = sender == rank_;
+    std::thread([channel = slot] { channel->run(); }).detach();
+  }
+  return slot;
+}
+
+Completion PointToPoint::enqueue(Channel& target, const at::Tensor& tensor, at::Tensor buffer) {
+  target.posted += 1;
+  const c10::Device device = tensor.device();
   std::vector<c10::Device> devices;
   std::optional<c10::Stream> caller_stream;
   if (!device.is_cpu()) {
@@ -162,16 +235,18 @@ Completion PointToPoint::post(const at::Tensor& tensor, int64_t sender, int64_t 
     caller_stream = c10::impl::VirtualGuardImpl(device.type()).getStream(device);
   }
   auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get(), devices);
-  // A message is a broadcast from the sender (index 0 of the channel) to the receiver.
-  const at::Tensor buffer = tensor.contiguous();
 
-  auto task = [channel = channel.get(), done, tensor, buffer, caller_stream] {
+  // Copies of the tensors the task can let go of (init-captures: not const).
+  auto task = [channel = &target, done, tensor = at::Tensor(tensor), buffer = std::move(buffer),
+               caller_stream]() mutable {
+    // The message is ordered after the caller's work on its stream, and completes on it.
+    std::optional<c10::StreamGuard> on_caller_stream;
+    if (caller_stream) {
+      on_caller_stream.emplace(*caller_stream);
+    }
+    std::exception_ptr failure;
+    std::vector<c10::ivalue::Future::WeakStorage> storages;
     try {
-      // The message is ordered after the caller's work on its stream, and completes on it.
-      std::optional<c10::StreamGuard> on_caller_stream;
-      if (caller_stream) {
-        on_caller_stream.emplace(*caller_stream);
-      }
       if (!channel->communicator && !channel->formation_error) {
         channel->form();
       }
@@ -181,25 +256,35 @@ Completion PointToPoint::post(const at::Tensor& tensor, int64_t sender, int64_t 
       // waiter); CUDA: the caller's stream waits on the transfer.
       wait_completion(moved);
       if (moved->hasError()) {
-        done->setError(moved->exception_ptr());
-        return;
+        failure = moved->exception_ptr();
+      } else {
+        if (!channel->sending && !buffer.is_same(tensor)) {
+          tensor.copy_(buffer);
+        }
+        // With the tensor's storage, a device Future records its event (on the caller's
+        // stream, current here): a waiter on another stream is then ordered after it too.
+        storages.push_back(tensor.storage().getWeakStorageImpl());
       }
-      if (!channel->sending && !buffer.is_same(tensor)) {
-        tensor.copy_(buffer);
-      }
-      // With the tensor's storage, a device Future records its event (on the caller's stream,
-      // current here): a waiter on another stream is then ordered after the message too.
-      done->markCompleted(c10::IValue(), std::vector<c10::ivalue::Future::WeakStorage>{
-                                             tensor.storage().getWeakStorageImpl()});
     } catch (const std::exception&) {
-      done->setError(std::current_exception());
+      failure = std::current_exception();
+    }
+    // This thread lets go of the caller's tensors while the caller still waits. Letting go of a
+    // tensor Python also holds takes the GIL (torch's PyObject preservation); after the wait
+    // returns, the caller may be shutting Python down, and a thread taking the GIL then is
+    // ended by Python mid-destructor, which aborts the process.
+    tensor = at::Tensor();
+    buffer = at::Tensor();
+    if (failure) {
+      done->setError(failure);
+    } else {
+      done->markCompleted(c10::IValue(), storages);
     }
   };
   {
-    std::lock_guard<std::mutex> lock(channel->mutex);
-    channel->tasks.push_back(std::move(task));
+    std::lock_guard<std::mutex> lock(target.mutex);
+    target.tasks.push_back(std::move(task));
   }
-  channel->wake.notify_one();
+  target.wake.notify_one();
   return done;
 }
 

@@ -4,6 +4,10 @@
 // made on first use by those two members alone (shm on one host, Gloo across hosts, NCCL on
 // CUDA). Messages of one channel arrive in the order they were sent, as torch's p2p promises.
 //
+// A receive from any source (recv_any) learns which channel holds a message from the senders'
+// counts in the group's store (any_source.h), kept for CPU messages when the group announces
+// its sends.
+//
 // Each channel has its own thread, which forms the communicator and issues the channel's
 // messages in order. Forming needs both ends, and an exchange (A sends to B while B sends to A,
 // then both receive) forms two channels at once; doing that on the caller's thread would leave
@@ -11,6 +15,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "runtime/any_source.h"
 #include "runtime/group_observer.h"
 #include "transports/communicator.h"
 #include "transports/shared_timeout.h"
@@ -19,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -28,14 +34,21 @@ namespace c10d_func {
 class PointToPoint {
  public:
   // `store` is private to the owning group; `members` are its global ranks (for messages).
+  // `announce_sends`: each CPU message sent is counted in the store, so that recv_any works
+  // (torch's recv from any source; a group whose receivers always name the sender saves it).
   PointToPoint(c10::intrusive_ptr<c10d::Store> store, int64_t rank, std::vector<int64_t> members,
-               std::chrono::milliseconds timeout, std::string group);
+               std::chrono::milliseconds timeout, std::string group, bool announce_sends);
   ~PointToPoint();
 
   // `tensor` is sent to group member `peer` (send) or written with what `peer` sent (recv).
   // The Completion is done once the message has left (send) or arrived (recv).
   Completion send(const at::Tensor& tensor, int64_t peer, int64_t tag);
   Completion recv(const at::Tensor& tensor, int64_t peer, int64_t tag);
+  // Receives a CPU `tensor` from whichever member's message on `tag` is announced first (those
+  // of one member in the order sent); `source` holds that member before the Completion is done.
+  // Needs `announce_sends` on every member.
+  Completion recv_any(const at::Tensor& tensor, int64_t tag,
+                      std::shared_ptr<std::atomic<int>> source);
   // Bounds the messages posted from now on, on every channel (formed or not).
   void set_timeout(std::chrono::milliseconds timeout);
   // Shows every message from now on to torch's tools as one of `observer`'s group (set once,
@@ -45,6 +58,15 @@ class PointToPoint {
  private:
   struct Channel;
   Completion post(const at::Tensor& tensor, int64_t sender, int64_t receiver, int64_t tag);
+  // With mutex_ held: the channel, made (and its thread started) on first use.
+  std::shared_ptr<Channel> channel_for(int64_t sender, int64_t receiver, int64_t tag,
+                                       c10::Device device);
+  // With mutex_ held: the message of `tensor` (moved as `buffer`, tensor.contiguous()) goes to
+  // the end of `channel`'s queue.
+  Completion enqueue(Channel& channel, const at::Tensor& tensor, at::Tensor buffer);
+  // AnySourceWaiter's Match: posts the recv on the first channel whose count is ahead.
+  std::optional<Completion> take_announced(int64_t tag, const std::vector<int64_t>& sent_counts,
+                                           const at::Tensor& tensor, int64_t& source);
   Completion observed_post(const at::Tensor& tensor, int64_t sender, int64_t receiver, int64_t tag);
 
   c10::intrusive_ptr<c10d::Store> store_;
@@ -56,6 +78,11 @@ class PointToPoint {
   std::mutex mutex_;
   // (sender, receiver, tag, device type, device index)
   std::map<std::tuple<int64_t, int64_t, int64_t, int, int>, std::shared_ptr<Channel>> channels_;
+  std::map<int64_t, int64_t> next_any_source_;  // per tag: where take_announced starts looking
+  std::unique_ptr<SentCounts> sent_counts_;     // when announcing sends
+  // Made by the first recv_any. Declared last: destroyed first, so its thread stops calling
+  // take_announced before the channels go.
+  std::unique_ptr<AnySourceWaiter> any_source_;
 };
 
 }  // namespace c10d_func

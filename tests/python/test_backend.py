@@ -414,18 +414,116 @@ def body_point_to_point(rank: int, world_size: int) -> list[str]:
             t = torch.empty(2, 2).t()
             dist.recv(t, src=0)
             check.same(f"send/recv message {i}", t, torch.full((2, 2), float(i)))
-    # Receiving from any source is refused with a clear error rather than hanging.
-    try:
-        dist.recv(torch.empty(1))
-        check.true("recv(src=None) should raise", False)
-    except (RuntimeError, ValueError) as error:
-        check.true(f"recv(src=None) error names the fix: {error}", "src" in str(error))
     dist.barrier()
     return check.failures
 
 
 def test_send_and_recv(backend_pool):
     assert_no_failures(backend_pool.run(body_point_to_point))
+
+
+def message_of(sender: int, index: int) -> torch.Tensor:
+    """The index-th message `sender` sends in body_recv_from_any_source: it names both."""
+    return torch.full((6,), float(100 * sender + index))
+
+
+def body_recv_from_any_source(rank: int, world_size: int) -> list[str]:
+    check = Check(rank)
+    others = [r for r in range(world_size) if r != rank]
+    # As torch's test_send_recv_any_source: each rank in turn receives two messages from every
+    # other, by recv and by irecv with no src, while the others send theirs. The source each
+    # call reports must be the sender whose message arrived, each sender's two in the order sent.
+    for receiver in range(world_size):
+        if receiver != rank:
+            dist.send(message_of(rank, 0), receiver)
+            dist.send(message_of(rank, 1), receiver)
+            continue
+        seen: dict[int, list[float]] = {r: [] for r in others}
+        for i in range(2 * len(others)):
+            out = torch.full((6,), -1.0)
+            if i % 2 == 0:
+                source = dist.recv(out)
+            else:
+                work = dist.irecv(out)
+                work.wait()
+                source = work._source_rank()
+            if source not in seen or not out.eq(out[0]).all():
+                check.true(f"any source: bad message {out.tolist()} from {source}", False)
+                continue
+            seen[source].append(out[0].item())
+        for sender in others:
+            check.true(
+                f"any source: rank {sender}'s messages {seen[sender]}, in order",
+                seen[sender] == [100.0 * sender, 100.0 * sender + 1],
+            )
+    dist.barrier()
+
+    # A recv naming its source, then recvs from any source, on one tag: the named one takes the
+    # last rank's message, the others take everyone else's (counts of named recvs are kept).
+    last = world_size - 1
+    if rank == 0:
+        named = torch.empty(6)
+        dist.recv(named, src=last, tag=5)
+        check.same("named recv among any-source ones", named, message_of(last, 0))
+        sources = sorted(dist.recv(torch.empty(6), tag=5) for _ in range(world_size - 2))
+        check.true(f"any source after a named recv: {sources}", sources == list(range(1, last)))
+    else:
+        dist.send(message_of(rank, 0), 0, tag=5)
+
+    # Tags apart: a recv from any source on tag 8 does not take rank 1's earlier message on 7.
+    if rank == 1:
+        works = [dist.isend(message_of(1, 7), 0, tag=7), dist.isend(message_of(1, 8), 0, tag=8)]
+        for work in works:
+            work.wait()
+    elif rank == 0:
+        on_eight, on_seven = torch.empty(6), torch.empty(6)
+        check.true("tag 8 from rank 1", dist.recv(on_eight, tag=8) == 1)
+        check.true("tag 7 from rank 1", dist.recv(on_seven, tag=7) == 1)
+        check.same("any source, tag 8", on_eight, message_of(1, 8))
+        check.same("any source, tag 7", on_seven, message_of(1, 7))
+
+    # The source is known once a message is taken: before, _source_rank() is -1, as on Gloo.
+    if rank == 0:
+        early = dist.irecv(torch.empty(6), tag=9)
+        check.true("source before a message", early._source_rank() == -1)
+    dist.barrier()
+    if rank == 1:
+        dist.send(message_of(1, 9), 0, tag=9)
+    elif rank == 0:
+        early.wait()
+        check.true("source once received", early._source_rank() == 1)
+
+    # In a subgroup, recv from any source returns the sender's global rank.
+    if world_size >= 3:
+        members = list(range(world_size - 1, 0, -1))  # [3, 2, 1] at 4 ranks
+        sub = dist.new_group(members, backend="c10d_func")
+        if rank == members[0]:
+            sources = sorted(dist.recv(torch.empty(6), group=sub) for _ in members[1:])
+            check.true(f"subgroup sources are global ranks: {sources}", sources == members[:0:-1])
+        elif rank in members:
+            dist.send(message_of(rank, 0), members[0], group=sub)
+        dist.destroy_process_group(sub)
+
+    # No message at all: the recv fails at the group's timeout, saying so, instead of hanging.
+    # ProcessGroup.set_timeout reaches every backend of the group in torch 2.11 and 2.14 alike
+    # (2.11's _set_pg_timeout reaches only Gloo's and NCCL's).
+    group = dist.new_group(backend="c10d_func", timeout=datetime.timedelta(seconds=60))
+    dist.barrier(group=group)
+    group.set_timeout(datetime.timedelta(seconds=1))
+    if rank == 0:
+        check.raises(
+            "any source with no sender",
+            lambda: dist.recv(torch.empty(6), group=group, tag=3),
+            "recv from any source (tag 3)",
+            "no member's message arrived within 1000 ms",
+        )
+    dist.barrier()
+    dist.destroy_process_group(group)
+    return check.failures
+
+
+def test_recv_from_any_source(backend_pool):
+    assert_no_failures(backend_pool.run(body_recv_from_any_source))
 
 
 def body_async_works(rank: int, world_size: int) -> list[str]:

@@ -56,7 +56,8 @@ def fr_entries(group_name: str) -> tuple[list[dict], dict]:
 
 
 def classic_calls(rank: int, world_size: int, group: dist.ProcessGroup) -> None:
-    """The same classic calls on any backend: all_reduce, all_gather, broadcast, a message."""
+    """The same classic calls on any backend: all_reduce, all_gather, broadcast, a message each
+    way (the second received from any source)."""
     t = torch.full((4, 2), float(rank + 1))
     dist.all_reduce(t, group=group)
     assert t.eq(world_size * (world_size + 1) / 2).all()
@@ -72,6 +73,13 @@ def classic_calls(rank: int, world_size: int, group: dist.ProcessGroup) -> None:
         got = torch.empty(6)
         dist.recv(got, src=0, group=group)
         assert got.tolist() == list(range(6))
+    # And one back, received from any source.
+    if rank == 1:
+        dist.send(torch.arange(3.0), dst=0, group=group, tag=4)
+    elif rank == 0:
+        got = torch.empty(3)
+        assert dist.recv(got, group=group, tag=4) == 1
+        assert got.tolist() == list(range(3))
 
 
 def body_flight_recorder(rank: int, world_size: int, transport: str, tag: str) -> list[str]:
@@ -87,9 +95,9 @@ def body_flight_recorder(rank: int, world_size: int, transport: str, tag: str) -
     names = [e["profiling_name"] for e in entries]
     expected = ["gloo:all_reduce", "gloo:all_gather", "gloo:broadcast"]
     if rank == 0:
-        expected.append("gloo:send 0->1")
+        expected += ["gloo:send 0->1", "gloo:recvAnySource"]  # torch's name, as Gloo's
     elif rank == 1:
-        expected.append("gloo:recv 1<-0")
+        expected += ["gloo:recv 1<-0", "gloo:send 1->0"]
     if names != expected:
         failures.append(f"rank {rank}: c10d_func group recorded {names}, expected {expected}")
     if gloo_names[:3] != expected[:3]:

@@ -53,10 +53,6 @@ KNOWN_DIFFERENCES = {
     "test_ddp_logging_data_cpu": 'DDP logs the ProcessGroup\'s name, which torch makes "custom" '
     "for every third-party backend (the hook torch would need: ProcessGroup.getBackendName "
     "asking its custom backend)",
-    "test_send_recv_any_source": "recv from any source: messages travel on one channel per "
-    "sender and receiver",
-    "test_send_recv_any_source_autograd_profiler": "recv from any source",
-    "test_send_recv_any_source_torch_profiler": "recv from any source",
 }
 
 

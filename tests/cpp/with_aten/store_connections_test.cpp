@@ -5,6 +5,8 @@
 // forked process makes connections of its own.
 #include "runtime/store_connections.h"
 
+#include "tcp_store_server.h"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -52,17 +54,8 @@ int closed_connections_to(int port) {
   return count;
 }
 
-c10::intrusive_ptr<c10d::TCPStore> server() {
-  c10d::TCPStoreOptions options;
-  options.port = 0;  // any free port
-  options.isServer = true;
-  options.waitWorkers = false;
-  options.timeout = 10s;
-  return c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
-}
-
 TEST(StoreConnections, RequestsKeepThePrefixLayersAndReuseOneConnection) {
-  auto root = server();
+  auto root = tcp_store_server();
   auto group = c10::make_intrusive<c10d::PrefixStore>(
       "group", c10::make_intrusive<c10d::PrefixStore>("world", root));
   const int64_t before = store_connections_held();
@@ -84,7 +77,7 @@ TEST(StoreConnections, RequestsKeepThePrefixLayersAndReuseOneConnection) {
 }
 
 TEST(StoreConnections, ABlockingWaitHoldsUpNoOtherRequest) {
-  auto root = server();
+  auto root = tcp_store_server();
   auto waiter = private_connection(root);
   auto setter = private_connection(root);
   const int64_t before = store_connections_held();
@@ -102,7 +95,7 @@ TEST(StoreConnections, ABlockingWaitHoldsUpNoOtherRequest) {
 }
 
 TEST(StoreConnections, AFailedRequestsConnectionIsClosed) {
-  auto root = server();
+  auto root = tcp_store_server();
   auto mine = private_connection(root);
   mine->set("warm", bytes("up"));
   const int64_t before = store_connections_held();
@@ -114,7 +107,7 @@ TEST(StoreConnections, AFailedRequestsConnectionIsClosed) {
 }
 
 TEST(StoreConnections, AForkedProcessMakesConnectionsOfItsOwn) {
-  auto root = server();
+  auto root = tcp_store_server();
   auto mine = private_connection(root);
   mine->set("parent", bytes("1"));
   const int64_t before = store_connections_held();

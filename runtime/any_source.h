@@ -1,0 +1,81 @@
+#pragma once
+// Receiving from any source (torch's recvAnysource: `dist.recv(t)` with no `src`) over
+// channels that exist per (sender, receiver, tag) (point_to_point.h). No transport can tell a
+// receiver which channel holds a message, so senders say so in the group's store:
+//   - SentCounts, on the sending side, keeps per (receiver, tag) the count of CPU messages this
+//     member has sent there, under sent_count_key. A send completes only once its receiver has
+//     joined it (every CPU transport's two-member broadcast), so a message the receiver takes
+//     within kUnclaimedAfter needs no announcement: a thread of its own publishes the count (a
+//     store add) only when a message has waited that long, so a send never waits on the store
+//     and messages received as they come cost none. A count published late is never ahead of
+//     the messages sent, and a stale one is never above them: a receiver takes a channel only
+//     when its count is ahead of what it has received there.
+//   - AnySourceWaiter, on the receiving side, polls the counts of every other member for the tag
+//     of each waiting recv, and hands the first member whose count is ahead of the messages
+//     this member has posted on that member's channel to `match`, which posts the recv there.
+// Counts are read from a store any member can write: each is parsed and bounded before use.
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "transports/completion.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace c10d_func {
+
+// Where `sender`'s count of CPU messages to `receiver` on `tag` is kept (group-local ranks).
+std::string sent_count_key(int64_t sender, int64_t receiver, int64_t tag);
+
+// A count as the store holds it (a decimal the store's add wrote); raises, naming `sender`, on
+// anything else.
+int64_t parse_sent_count(const std::vector<uint8_t>& value, int64_t sender);
+
+class SentCounts {
+ public:
+  // How long a message may wait for its receiver before its count is published.
+  static constexpr std::chrono::microseconds kUnclaimedAfter{250};
+
+  SentCounts(c10::intrusive_ptr<c10d::Store> store, int64_t rank);
+  // Publishes what is still waiting, then its thread ends (without holding up this one).
+  ~SentCounts();
+  // A CPU message to `receiver` on `tag` was posted; `done` completes once it is received.
+  void sent(int64_t receiver, int64_t tag, const Completion& done);
+
+ private:
+  c10::intrusive_ptr<c10d::Store> store_;
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+class AnySourceWaiter {
+ public:
+  // Tries to take a message of `tag` for `tensor`, given every member's count of messages sent
+  // to this member on `tag` (-1 for this member itself): posts the recv on the channel of the
+  // member it picks and returns its Completion, setting `source`; nullopt when no count is ahead.
+  using Match =
+      std::function<std::optional<Completion>(int64_t tag, const std::vector<int64_t>& sent_counts,
+                                              const at::Tensor& tensor, int64_t& source)>;
+
+  AnySourceWaiter(c10::intrusive_ptr<c10d::Store> store, int64_t rank, int64_t size,
+                  std::string group, Match match);
+  // Waiting recvs fail (their group is gone); the thread ends without holding up this one.
+  ~AnySourceWaiter();
+
+  // Done once the message has arrived in `tensor`; `source` holds its sender before then. Recvs
+  // of one tag take messages in the order they were posted; past `timeout` one fails.
+  Completion wait_for(const at::Tensor& tensor, int64_t tag,
+                      std::shared_ptr<std::atomic<int>> source, std::chrono::milliseconds timeout);
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace c10d_func

@@ -1,0 +1,167 @@
+// Receiving from any source (runtime/any_source.h) on a real TCPStore server in this process:
+// what a sender counts reaches the waiter, which hands every member's count to its Match and
+// completes with the member Match took; a count that is not one fails the recv naming its
+// sender (the store is writable by any member); no count ahead fails at the timeout; a waiter
+// destroyed with recvs waiting fails them.
+#include "runtime/any_source.h"
+
+#include "tcp_store_server.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace c10d_func {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::vector<uint8_t> bytes(const std::string& text) {
+  return {text.begin(), text.end()};
+}
+
+std::string error_of(const Completion& done) {
+  done->wait();
+  return done->hasError() ? done->tryRetrieveErrorMessage() : "(no error)";
+}
+
+TEST(AnySource, CountsAreParsedAndBounded) {
+  EXPECT_EQ(parse_sent_count(bytes("0"), 1), 0);
+  EXPECT_EQ(parse_sent_count(bytes("42"), 1), 42);
+  EXPECT_EQ(parse_sent_count(bytes(std::to_string(std::numeric_limits<int64_t>::max())), 1),
+            std::numeric_limits<int64_t>::max());
+  for (const std::string bad :
+       {"", "-1", "1x", " 1", "9223372036854775808", "12345678901234567890", "\x01\x02"}) {
+    try {
+      parse_sent_count(bytes(bad), 3);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const c10::Error& error) {
+      const std::string what = error.what_without_backtrace();
+      EXPECT_NE(what.find("sent by rank 3 is not a count"), std::string::npos) << what;
+    }
+  }
+}
+
+// A Match that takes the first member whose count is ahead of what it took from it, as
+// PointToPoint's does, with a Completion of its own done at once.
+struct RecordingMatch {
+  std::mutex mutex;
+  std::vector<int64_t> taken;  // per member
+  std::vector<std::vector<int64_t>> seen;
+
+  explicit RecordingMatch(int64_t size) : taken(size, 0) {}
+
+  AnySourceWaiter::Match function() {
+    return [this](int64_t, const std::vector<int64_t>& counts, const at::Tensor&,
+                  int64_t& source) -> std::optional<Completion> {
+      std::lock_guard<std::mutex> lock(mutex);
+      seen.push_back(counts);
+      for (size_t member = 0; member < counts.size(); ++member) {
+        if (counts[member] > taken[member]) {
+          taken[member] += 1;
+          source = static_cast<int64_t>(member);
+          auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
+          done->markCompleted(c10::IValue());
+          return done;
+        }
+      }
+      return std::nullopt;
+    };
+  }
+};
+
+Completion waiting_send() {
+  return c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
+}
+
+Completion received_send() {
+  auto done = waiting_send();
+  done->markCompleted(c10::IValue());
+  return done;
+}
+
+TEST(AnySource, CountedSendsAreTakenInTurnFromTheirSenders) {
+  auto store = tcp_store_server();
+  RecordingMatch match(3);
+  AnySourceWaiter waiter(store, /*rank=*/0, /*size=*/3, "test group", match.function());
+  SentCounts from_two(store, /*rank=*/2);
+  std::vector<Completion> sends;  // waiting for their receiver: published once unclaimed
+  for (auto [receiver, tag] : {std::pair{0, 5}, {0, 5}, {1, 5}, {0, 6}}) {  // to 0 on tag 5: two
+    sends.push_back(waiting_send());
+    from_two.sent(receiver, tag, sends.back());
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto source = std::make_shared<std::atomic<int>>(-1);
+    auto done = waiter.wait_for(at::Tensor(), /*tag=*/5, source, 10s);
+    done->wait();
+    EXPECT_FALSE(done->hasError()) << done->tryRetrieveErrorMessage();
+    EXPECT_EQ(source->load(), 2);
+  }
+  std::lock_guard<std::mutex> lock(match.mutex);
+  ASSERT_FALSE(match.seen.empty());
+  // This member's own slot is -1; rank 1 never sent; rank 2 sent two on tag 5 to rank 0.
+  EXPECT_EQ(match.seen.back(), (std::vector<int64_t>{-1, 0, 2}));
+}
+
+TEST(AnySource, OnlyMessagesLeftWaitingArePublishedWithTheCountBeforeThem) {
+  auto store = tcp_store_server();
+  SentCounts counts(store, /*rank=*/1);
+  const std::string key = sent_count_key(1, 0, 4);
+  for (int i = 0; i < 3; ++i) {
+    counts.sent(0, 4, received_send());  // taken as they came: nothing to announce
+  }
+  std::this_thread::sleep_for(20 * SentCounts::kUnclaimedAfter);
+  EXPECT_FALSE(store->check({key}));
+  counts.sent(0, 4, waiting_send());  // the fourth waits: the count says all four were sent
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!store->check({key}) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_TRUE(store->check({key}));
+  EXPECT_EQ(parse_sent_count(store->get(key), 1), 4);
+}
+
+TEST(AnySource, AValueThatIsNoCountFailsTheRecvNamingItsSender) {
+  auto store = tcp_store_server();
+  RecordingMatch match(3);
+  AnySourceWaiter waiter(store, 0, 3, "test group", match.function());
+  store->set(sent_count_key(/*sender=*/1, /*receiver=*/0, /*tag=*/7), bytes("garbage"));
+  auto done = waiter.wait_for(at::Tensor(), 7, std::make_shared<std::atomic<int>>(-1), 10s);
+  const std::string error = error_of(done);
+  EXPECT_NE(error.find("recv from any source (tag 7) on test group"), std::string::npos) << error;
+  EXPECT_NE(error.find("sent by rank 1 is not a count"), std::string::npos) << error;
+}
+
+TEST(AnySource, NoCountAheadFailsAtTheTimeout) {
+  auto store = tcp_store_server();
+  RecordingMatch match(2);
+  AnySourceWaiter waiter(store, 0, 2, "test group", match.function());
+  const auto started = std::chrono::steady_clock::now();
+  auto done = waiter.wait_for(at::Tensor(), 3, std::make_shared<std::atomic<int>>(-1), 200ms);
+  const std::string error = error_of(done);
+  EXPECT_NE(error.find("no member's message arrived within 200 ms"), std::string::npos) << error;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
+}
+
+TEST(AnySource, ADestroyedWaiterFailsItsWaitingRecvs) {
+  auto store = tcp_store_server();
+  RecordingMatch match(2);
+  Completion done;
+  {
+    AnySourceWaiter waiter(store, 0, 2, "test group", match.function());
+    done = waiter.wait_for(at::Tensor(), 3, std::make_shared<std::atomic<int>>(-1), 60s);
+  }
+  const std::string error = error_of(done);
+  EXPECT_NE(error.find("the group was destroyed before a message arrived"), std::string::npos)
+      << error;
+}
+
+}  // namespace
+}  // namespace c10d_func
