@@ -194,16 +194,16 @@ def render(results: dict[str, Any]) -> str:
 
 
 def main() -> None:
+    from benchmarks.launcher import arguments_or_rank
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--sizes", default="8,32", help="MiB per rank, comma-separated")
     parser.add_argument("--blocks", type=int, default=6)
     parser.add_argument("--quick", action="store_true", help="1 MiB, 2 blocks (a smoke run)")
     parser.add_argument("--out", default=None, help="folder for results.md and results.json")
-    parser.add_argument("--rank-config", default="", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.rank_config:
-        rank_main(json.loads(Path(args.rank_config).read_text()))
+    args = arguments_or_rank(parser, rank_main)
+    if args is None:
         return
 
     import torch

@@ -25,7 +25,7 @@ BACKENDS = ("gloo", "c10d_func")
 TESTS = Path(__file__).resolve().parent.parent / "tests" / "python"
 
 
-def rank_main(groups: int, out: str) -> None:
+def rank_main(cfg: dict) -> None:
     import torch
     import torch.distributed as dist
 
@@ -35,6 +35,7 @@ def rank_main(groups: int, out: str) -> None:
     from socket_table import store_connections_opened
 
     rank, world, control = start_rank()
+    groups = cfg["groups"]
     port = int(os.environ["MASTER_PORT"])
     ranks = list(range(world))
     seconds: dict[str, list[float]] = {name: [] for name in BACKENDS}
@@ -59,37 +60,31 @@ def rank_main(groups: int, out: str) -> None:
             seconds[name].append(slowest.item())
             made.append(group)
     if rank == 0:
-        Path(out).write_text(json.dumps({"seconds": seconds, "opened": opened}))
+        Path(cfg["result"]).write_text(json.dumps({"seconds": seconds, "opened": opened}))
     for group in made:
         dist.destroy_process_group(group)
     dist.destroy_process_group()
 
 
 def main() -> None:
+    from benchmarks.launcher import arguments_or_rank
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--groups", type=int, default=40)
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--out", default=None, help="folder for results.md and results.json")
-    parser.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--result", default="", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.rank_main:
-        rank_main(args.groups, args.result)
+    args = arguments_or_rank(parser, rank_main)
+    if args is None:
         return
 
-    import tempfile
+    from benchmarks.launcher import run_ranks_with_config
 
-    from benchmarks.launcher import run_ranks
-
-    with tempfile.TemporaryDirectory() as tmp:
-        result = os.path.join(tmp, "result.json")
-        run_ranks(
-            "benchmarks.group_creation",
-            ["--rank-main", "--groups", str(args.groups), "--result", result],
-            nproc=args.nproc,
-            timeout_s=60 + 30 * args.groups,
-        )
-        measured = json.loads(Path(result).read_text())
+    measured = run_ranks_with_config(
+        "benchmarks.group_creation",
+        {"groups": args.groups},
+        nproc=args.nproc,
+        timeout_s=60 + 30 * args.groups,
+    )
 
     what = "new_group + first 8 B all_reduce, ms (slowest rank)"
     lines = [

@@ -8,6 +8,7 @@ their peer until the process-group timeout.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -122,6 +123,20 @@ def run_ranks_with_config(module: str, cfg: dict[str, Any], nproc: int, timeout_
         config.write_text(json.dumps({**cfg, "result": str(Path(tmp) / "result.json")}))
         run_ranks(module, ["--rank-config", str(config)], nproc, timeout_s)
         return json.loads((Path(tmp) / "result.json").read_text())
+
+
+def arguments_or_rank(
+    parser: argparse.ArgumentParser, rank_main: Callable[[dict[str, Any]], None]
+) -> argparse.Namespace | None:
+    """A benchmark's command line: its arguments (None once it has run as a rank). A rank is
+    started by run_ranks_with_config with a hidden `--rank-config FILE`, which this reads and
+    hands to `rank_main`."""
+    parser.add_argument("--rank-config", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if not args.rank_config:
+        return args
+    rank_main(json.loads(Path(args.rank_config).read_text()))
+    return None
 
 
 def start_rank() -> tuple[int, int, Any]:

@@ -297,6 +297,8 @@ def render(results: dict[str, Any]) -> str:
 
 
 def main() -> None:
+    from benchmarks.launcher import arguments_or_rank
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--iters", type=int, default=None, help="timed iterations per cell (A)")
@@ -308,10 +310,8 @@ def main() -> None:
         "--delay-us", type=float, default=SMALL_DELAY_US, help="(B): rank 1's delay, 0 to this"
     )
     parser.add_argument("--out", default=None, help="folder for results.md and results.json")
-    parser.add_argument("--rank-config", default="", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.rank_config:
-        rank_main(json.loads(Path(args.rank_config).read_text()))
+    args = arguments_or_rank(parser, rank_main)
+    if args is None:
         return
 
     from benchmarks.launcher import run_ranks_with_config
