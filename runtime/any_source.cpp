@@ -167,11 +167,19 @@ SentCounts::~SentCounts() {
 }
 
 void SentCounts::sent(int64_t receiver, int64_t tag, const Completion& done) {
+  bool waiting = false;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     State::Messages& of = state_->messages[{receiver, tag}];
     of.posted += 1;
-    of.waiting_since.push_back(std::chrono::steady_clock::now());
+    // Taken already (its receiver was waiting): counted as received here, where the thread
+    // cannot see it posted and not yet received.
+    waiting = !done->completed();
+    if (waiting) {
+      of.waiting_since.push_back(std::chrono::steady_clock::now());
+    } else {
+      of.received += 1;
+    }
     if (!state_->running) {
       state_->running = true;
       state_->connection = private_connection(store_);
@@ -182,10 +190,11 @@ void SentCounts::sent(int64_t receiver, int64_t tag, const Completion& done) {
       state_->wake.notify_one();  // else it wakes by itself when the next message is due
     }
   }
-  // Received or failed alike: a failed send's channel takes no more messages.
-  done->addCallback([state = state_, where = std::make_pair(receiver, tag)](c10::ivalue::Future&) {
-    state->received(where);
-  });
+  if (waiting) {
+    // Received or failed alike: a failed send's channel takes no more messages.
+    done->addCallback([state = state_, where = std::make_pair(receiver, tag)](
+                          c10::ivalue::Future&) { state->received(where); });
+  }
 }
 
 // ---- the receiving side ----
@@ -300,7 +309,8 @@ struct AnySourceWaiter::State {
             recv.done, what(recv.tag) + ": no member's message arrived within " +
                            std::to_string(recv.timeout.count()) +
                            " ms (a sender announces each message in the group's store; no "
-                           "member's count was ahead of the messages received from it)");
+                           "member's count was ahead of the messages received from it, and a "
+                           "member started with C10D_FUNC_ANNOUNCE_SENDS=0 announces none)");
       }
       if (settled.matched.size() + settled.failed.size() > before) {
         it = waiting.erase(it);
