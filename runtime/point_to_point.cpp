@@ -30,6 +30,10 @@ struct PointToPoint::Channel {
   std::condition_variable wake;
   std::deque<std::function<void()>> tasks;
   bool stopping = false;
+  bool running = false;  // a task is out of `tasks` and not finished
+  // The communicator, once formed (guarded by `mutex`): a CPU message posted while the channel
+  // is idle is issued by its caller on it (see enqueue).
+  std::shared_ptr<Communicator> formed;
   // Touched by the channel's thread only.
   std::shared_ptr<Communicator> communicator;
   std::optional<std::string> formation_error;
@@ -47,6 +51,8 @@ struct PointToPoint::Channel {
           c10::make_intrusive<c10d::PrefixStore>(prefix, private_connection(group_store));
       auto transport = GroupRegistry::instance().transport_for(op, rendezvous.device.type(), "");
       communicator = form_communicator(op, transport, at_store);
+      std::lock_guard<std::mutex> lock(mutex);
+      formed = communicator;
     } catch (const std::exception& error) {
       formation_error = error.what();
     }
@@ -63,8 +69,12 @@ struct PointToPoint::Channel {
         }
         task = std::move(tasks.front());
         tasks.pop_front();
+        running = true;
       }
       task();
+      task = nullptr;
+      std::lock_guard<std::mutex> lock(mutex);
+      running = false;
     }
   }
 };
@@ -228,6 +238,37 @@ std::shared_ptr<PointToPoint::Channel> PointToPoint::channel_for(int64_t sender,
 Completion PointToPoint::enqueue(Channel& target, const at::Tensor& tensor, at::Tensor buffer) {
   target.posted += 1;
   const c10::Device device = tensor.device();
+  if (device.is_cpu()) {
+    std::unique_lock<std::mutex> lock(target.mutex);
+    if (target.formed && target.tasks.empty() && !target.running) {
+      // Idle and formed: the caller issues the message itself, which saves the two hand-offs
+      // between threads a message through the channel's thread costs on each side (most of a
+      // small message's time). Safe because a communicator's calls return at once (an exchange
+      // of sends before recvs cannot block here), and in order: everything posted before was
+      // issued already (nothing is queued or running), and what comes later is posted under
+      // PointToPoint::mutex_, held here. The caller's wait then runs the transfer where the
+      // transport leaves it to its waiter.
+      try {
+        std::shared_ptr<Communicator> communicator = target.formed;
+        Completion moved = communicator->broadcast(buffer, /*root=*/0);
+        lock.unlock();
+        // The finishing step holds the tensors and the communicator until the message is done,
+        // as the channel's task would, and lets go of them before the caller is woken (see the
+        // task below for why that matters at exit).
+        const bool copy_out = !target.sending && !buffer.is_same(tensor);
+        return then_run(moved, tensor, {buffer},
+                        [tensor, buffer, communicator = std::move(communicator), copy_out] {
+                          if (copy_out) {
+                            tensor.copy_(buffer);
+                          }
+                        });
+      } catch (const std::exception&) {
+        auto failed = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
+        failed->setError(std::current_exception());
+        return failed;
+      }
+    }
+  }
   std::vector<c10::Device> devices;
   std::optional<c10::Stream> caller_stream;
   if (!device.is_cpu()) {

@@ -422,6 +422,73 @@ def test_send_and_recv(backend_pool):
     assert_no_failures(backend_pool.run(body_point_to_point))
 
 
+def message_tensor(value: float, numel: int, strided: bool) -> torch.Tensor:
+    """`numel` values from `value` up; a transposed (non-contiguous) view when `strided`."""
+    flat = torch.arange(numel, dtype=torch.float32) + value
+    if not strided or numel % 2:
+        return flat
+    return flat.view(2, numel // 2).t().contiguous().t()  # same values, column-major storage
+
+
+def body_messages_on_formed_channels(rank: int, world_size: int) -> list[str]:
+    """Many messages on the same channels, once formed: a CPU message posted while its channel
+    is idle is issued by the caller, one posted behind others by the channel's thread, so both
+    paths interleave here and must keep each channel's order."""
+    check = Check(rank)
+    right, left = (rank + 1) % world_size, (rank - 1) % world_size
+    sizes = [2, 7, 1 << 10, 20_000, 300_000]  # both sides of the small-message threshold
+    for round_index in range(15):
+        numel = sizes[round_index % len(sizes)]
+        strided = round_index % 3 == 1
+        # An exchange with both neighbours, every send posted before any recv.
+        got_left = torch.empty(numel) if not strided else message_tensor(0, numel, True)
+        got_right = torch.empty(numel)
+        works = [
+            dist.isend(message_tensor(1000 * rank + round_index, numel, strided), right),
+            dist.isend(message_tensor(-1000 * rank - round_index, numel, False), left),
+            dist.irecv(got_left, left),
+            dist.irecv(got_right, right),
+        ]
+        for work in reversed(works) if round_index % 2 else works:
+            work.wait()
+        check.same(
+            f"round {round_index} from the left",
+            got_left.reshape(-1),
+            message_tensor(1000 * left + round_index, numel, False),
+        )
+        check.same(
+            f"round {round_index} from the right",
+            got_right,
+            message_tensor(-1000 * right - round_index, numel, False),
+        )
+    # A burst on one channel, received in order and waited last to first.
+    count = 40
+    if rank == 0:
+        works = [dist.isend(torch.full((3,), float(i)), 1) for i in range(count)]
+    elif rank == 1:
+        outs = [torch.empty(3) for _ in range(count)]
+        works = [dist.irecv(out, 0) for out in outs]
+    if rank in (0, 1):
+        for work in reversed(works):
+            work.wait()
+    if rank == 1:
+        for i, out in enumerate(outs):
+            check.same(f"burst message {i}", out, torch.full((3,), float(i)))
+    # A send nobody waits: delivered all the same (torch allows dropping an isend's Work).
+    if rank == 0:
+        dist.isend(torch.full((4,), 7.0), 1)
+    elif rank == 1:
+        got = torch.empty(4)
+        dist.recv(got, 0)
+        check.same("unwaited isend", got, torch.full((4,), 7.0))
+    dist.barrier()
+    return check.failures
+
+
+def test_messages_on_formed_channels_keep_order_and_values(backend_pool):
+    assert_no_failures(backend_pool.run(body_messages_on_formed_channels, timeout=120))
+
+
 def message_of(sender: int, index: int) -> torch.Tensor:
     """The index-th message `sender` sends in body_recv_from_any_source: it names both."""
     return torch.full((6,), float(100 * sender + index))
