@@ -204,10 +204,11 @@ namespace {
 struct WaitingRecv {
   at::Tensor tensor;
   int64_t tag;
-  std::shared_ptr<std::atomic<int>> source;
+  std::shared_ptr<std::atomic<int>> source;  // null for a recv naming its sender
   Completion done;
   std::chrono::steady_clock::time_point deadline;
   std::chrono::milliseconds timeout;
+  int64_t named = -1;  // the sender a recv names (queued behind recvs from any source), or -1
 };
 
 }  // namespace
@@ -293,7 +294,15 @@ struct AnySourceWaiter::State {
     for (auto it = waiting.begin(); it != waiting.end();) {
       WaitingRecv& recv = *it;
       const size_t before = settled.matched.size() + settled.failed.size();
-      if (auto error = errors.find(recv.tag); error != errors.end()) {
+      if (recv.named >= 0) {
+        // Posted once nothing of its tag waits ahead of it; its channel bounds it from there.
+        int64_t source = recv.named;
+        if (!blocked_tags.count(recv.tag) && match) {
+          if (auto message = match(recv.tag, {}, recv.tensor, source)) {
+            settled.matched.emplace_back(recv.done, *message);
+          }
+        }
+      } else if (auto error = errors.find(recv.tag); error != errors.end()) {
         settled.failed.emplace_back(
             recv.done, what(recv.tag) + " failed reading the senders' counts: " + error->second);
       } else if (auto found = counts.find(recv.tag);
@@ -304,7 +313,8 @@ struct AnySourceWaiter::State {
           settled.matched.emplace_back(recv.done, *message);
         }
       }
-      if (settled.matched.size() + settled.failed.size() == before && now >= recv.deadline) {
+      if (settled.matched.size() + settled.failed.size() == before && recv.named < 0 &&
+          now >= recv.deadline) {
         settled.failed.emplace_back(
             recv.done, what(recv.tag) + ": no member's message arrived within " +
                            std::to_string(recv.timeout.count()) +
@@ -406,6 +416,22 @@ Completion AnySourceWaiter::wait_for(const at::Tensor& tensor, int64_t tag,
     std::thread([state = state_] { state->run(); }).detach();
   }
   state_->wake.notify_one();
+  return done;
+}
+
+std::optional<Completion> AnySourceWaiter::wait_behind_any_source(const at::Tensor& tensor,
+                                                                  int64_t tag, int64_t sender) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  const bool any_ahead =
+      std::any_of(state_->waiting.begin(), state_->waiting.end(),
+                  [tag](const WaitingRecv& recv) { return recv.tag == tag && recv.named < 0; });
+  if (!any_ahead) {
+    return std::nullopt;
+  }
+  auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
+  state_->waiting.push_back({tensor, tag, nullptr, done,
+                             std::chrono::steady_clock::time_point::max(),
+                             std::chrono::milliseconds(0), sender});
   return done;
 }
 

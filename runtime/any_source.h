@@ -59,6 +59,8 @@ class AnySourceWaiter {
   // Tries to take a message of `tag` for `tensor`, given every member's count of messages sent
   // to this member on `tag` (-1 for this member itself): posts the recv on the channel of the
   // member it picks and returns its Completion, setting `source`; nullopt when no count is ahead.
+  // A `source` of 0 or more on entry is a recv naming that member (wait_behind_any_source): it is
+  // posted on that member's channel whatever the counts (`sent_counts` is then empty).
   using Match =
       std::function<std::optional<Completion>(int64_t tag, const std::vector<int64_t>& sent_counts,
                                               const at::Tensor& tensor, int64_t& source)>;
@@ -72,6 +74,14 @@ class AnySourceWaiter {
   // of one tag take messages in the order they were posted; past `timeout` one fails.
   Completion wait_for(const at::Tensor& tensor, int64_t tag,
                       std::shared_ptr<std::atomic<int>> source, std::chrono::milliseconds timeout);
+  // A CPU recv naming `sender`, posted while recvs from any source of `tag` still wait here:
+  // Gloo matches the recvs of a tag in the order posted, so one from any source posted first
+  // takes `sender`'s next message if that comes first. This one therefore queues behind them and
+  // is posted on its channel (through `match`) once every earlier recv of its tag has taken a
+  // message or failed; its channel bounds it from then on. nullopt when no recv of `tag` waits:
+  // the caller posts it on its channel itself.
+  std::optional<Completion> wait_behind_any_source(const at::Tensor& tensor, int64_t tag,
+                                                   int64_t sender);
 
  private:
   struct State;

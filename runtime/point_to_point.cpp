@@ -146,6 +146,9 @@ std::optional<Completion> PointToPoint::take_announced(int64_t tag,
                                                        const std::vector<int64_t>& sent_counts,
                                                        const at::Tensor& tensor, int64_t& source) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (source >= 0) {  // a recv naming its sender, queued behind recvs from any source
+    return enqueue(*channel_for(source, rank_, tag, tensor.device()), tensor, tensor.contiguous());
+  }
   const auto size = static_cast<int64_t>(members_.size());
   // Starts after the member taken last, so that one busy sender cannot starve the others.
   int64_t& start = next_any_source_[tag];
@@ -197,6 +200,20 @@ void PointToPoint::set_timeout(std::chrono::milliseconds timeout) {
 
 Completion PointToPoint::post(const at::Tensor& tensor, int64_t sender, int64_t receiver,
                               int64_t tag) {
+  if (receiver == rank_ && tensor.device().is_cpu()) {
+    AnySourceWaiter* waiter = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      waiter = any_source_.get();
+    }
+    // Outside mutex_, as in recv_any. A recv of this tag from any source posted before this one
+    // still waits: this one queues behind it, in the order Gloo matches them.
+    if (waiter) {
+      if (auto queued = waiter->wait_behind_any_source(tensor, tag, sender)) {
+        return *queued;
+      }
+    }
+  }
   // A message is a broadcast from the sender (index 0 of the channel) to the receiver, of a
   // contiguous buffer (made before taking the lock: it may copy).
   at::Tensor buffer = tensor.contiguous();

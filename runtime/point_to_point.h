@@ -67,7 +67,8 @@ class PointToPoint {
   // With mutex_ held: the message of `tensor` (moved as `buffer`, tensor.contiguous()) goes to
   // the end of `channel`'s queue.
   Completion enqueue(Channel& channel, const at::Tensor& tensor, at::Tensor buffer);
-  // AnySourceWaiter's Match: posts the recv on the first channel whose count is ahead.
+  // AnySourceWaiter's Match: posts the recv on the first channel whose count is ahead (or, for a
+  // recv that named its sender and queued behind recvs from any source, on that sender's).
   std::optional<Completion> take_announced(int64_t tag, const std::vector<int64_t>& sent_counts,
                                            const at::Tensor& tensor, int64_t& source);
   Completion observed_post(const at::Tensor& tensor, int64_t sender, int64_t receiver, int64_t tag);

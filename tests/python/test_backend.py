@@ -537,6 +537,21 @@ def body_recv_from_any_source(rank: int, world_size: int) -> list[str]:
     else:
         dist.send(message_of(rank, 0), 0, tag=5)
 
+    # The other way round: a recv from any source, then one naming the sender, on one tag. Recvs
+    # are matched in the order posted, as on Gloo: the first takes the sender's first message.
+    if rank == 0:
+        first, second = torch.empty(6), torch.empty(6)
+        any_work = dist.irecv(first, tag=6)
+        named_work = dist.irecv(second, src=last, tag=6)
+        named_work.wait()
+        any_work.wait()
+        check.true("any source first: its source", any_work._source_rank() == last)
+        check.same("any source posted first takes the first message", first, message_of(last, 0))
+        check.same("the named recv after it takes the second", second, message_of(last, 1))
+    elif rank == last:
+        dist.send(message_of(last, 0), 0, tag=6)
+        dist.send(message_of(last, 1), 0, tag=6)
+
     # Tags apart: a recv from any source on tag 8 does not take rank 1's earlier message on 7.
     if rank == 1:
         works = [dist.isend(message_of(1, 7), 0, tag=7), dist.isend(message_of(1, 8), 0, tag=8)]

@@ -1,8 +1,9 @@
 // Receiving from any source (runtime/any_source.h) on a real TCPStore server in this process:
 // what a sender counts reaches the waiter, which hands every member's count to its Match and
 // completes with the member Match took; a count that is not one fails the recv naming its
-// sender (the store is writable by any member); no count ahead fails at the timeout; a waiter
-// destroyed with recvs waiting fails them.
+// sender (the store is writable by any member); a recv naming its sender waits behind earlier
+// recvs from any source of its tag; no count ahead fails at the timeout; a waiter destroyed with
+// recvs waiting fails them.
 #include "runtime/any_source.h"
 
 #include "tcp_store_server.h"
@@ -55,6 +56,7 @@ struct RecordingMatch {
   std::mutex mutex;
   std::vector<int64_t> taken;  // per member
   std::vector<std::vector<int64_t>> seen;
+  std::vector<std::string> posted;  // "any <member>" or "named <member>", in the order posted
 
   explicit RecordingMatch(int64_t size) : taken(size, 0) {}
 
@@ -62,18 +64,28 @@ struct RecordingMatch {
     return [this](int64_t, const std::vector<int64_t>& counts, const at::Tensor&,
                   int64_t& source) -> std::optional<Completion> {
       std::lock_guard<std::mutex> lock(mutex);
+      if (source >= 0) {  // a recv naming its sender: posted on its channel whatever the counts
+        posted.push_back("named " + std::to_string(source));
+        taken[source] += 1;
+        return received_now();
+      }
       seen.push_back(counts);
       for (size_t member = 0; member < counts.size(); ++member) {
         if (counts[member] > taken[member]) {
           taken[member] += 1;
           source = static_cast<int64_t>(member);
-          auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
-          done->markCompleted(c10::IValue());
-          return done;
+          posted.push_back("any " + std::to_string(member));
+          return received_now();
         }
       }
       return std::nullopt;
     };
+  }
+
+  static Completion received_now() {
+    auto done = c10::make_intrusive<c10::ivalue::Future>(c10::NoneType::get());
+    done->markCompleted(c10::IValue());
+    return done;
   }
 };
 
@@ -138,6 +150,37 @@ TEST(AnySource, AValueThatIsNoCountFailsTheRecvNamingItsSender) {
   const std::string error = error_of(done);
   EXPECT_NE(error.find("recv from any source (tag 7) on test group"), std::string::npos) << error;
   EXPECT_NE(error.find("sent by rank 1 is not a count"), std::string::npos) << error;
+}
+
+// Gloo matches the recvs of a tag in the order posted: a recv naming rank 2, posted while a recv
+// from any source of its tag waits, is posted on its channel only after that one took rank 2's
+// first message; on another tag, or with nothing waiting, it goes to its channel at once.
+TEST(AnySource, ARecvNamingItsSenderQueuesBehindEarlierRecvsFromAnySourceOfItsTag) {
+  auto store = tcp_store_server();
+  RecordingMatch match(3);
+  AnySourceWaiter waiter(store, 0, 3, "test group", match.function());
+  EXPECT_FALSE(waiter.wait_behind_any_source(at::Tensor(), /*tag=*/4, /*sender=*/2).has_value());
+  auto source = std::make_shared<std::atomic<int>>(-1);
+  auto from_any = waiter.wait_for(at::Tensor(), 4, source, 10s);
+  auto named = waiter.wait_behind_any_source(at::Tensor(), 4, 2);
+  ASSERT_TRUE(named.has_value());
+  EXPECT_FALSE(waiter.wait_behind_any_source(at::Tensor(), /*tag=*/9, 2).has_value());
+  std::this_thread::sleep_for(50ms);  // nothing sent yet: both wait, the named one included
+  EXPECT_FALSE((*named)->completed());
+  {
+    std::lock_guard<std::mutex> lock(match.mutex);
+    EXPECT_TRUE(match.posted.empty());
+  }
+  SentCounts from_two(store, /*rank=*/2);
+  auto send = waiting_send();
+  from_two.sent(0, 4, send);
+  from_any->wait();
+  (*named)->wait();
+  EXPECT_FALSE(from_any->hasError()) << from_any->tryRetrieveErrorMessage();
+  EXPECT_FALSE((*named)->hasError()) << (*named)->tryRetrieveErrorMessage();
+  EXPECT_EQ(source->load(), 2);
+  std::lock_guard<std::mutex> lock(match.mutex);
+  EXPECT_EQ(match.posted, (std::vector<std::string>{"any 2", "named 2"}));
 }
 
 TEST(AnySource, NoCountAheadFailsAtTheTimeout) {
