@@ -25,6 +25,10 @@ std::string sent_count_key(int64_t sender, int64_t receiver, int64_t tag) {
          std::to_string(tag);
 }
 
+std::string any_source_wanted_key(int64_t receiver, int64_t tag) {
+  return "c10d_func/p2p/any_source/" + std::to_string(receiver) + "/" + std::to_string(tag);
+}
+
 int64_t parse_sent_count(const std::vector<uint8_t>& value, int64_t sender) {
   // The store's add writes a plain decimal; 19 digits hold any int64 count.
   const char* begin = reinterpret_cast<const char*>(value.data());
@@ -63,6 +67,11 @@ struct SentCounts::State {
     int64_t published = 0;  // the count in the store
     // When each message after `received` was posted.
     std::deque<std::chrono::steady_clock::time_point> waiting_since;
+    // The receiver takes messages of this tag from any source (its any_source_wanted_key is
+    // set): each is published as soon as it is posted, since that receiver waits for the count.
+    bool eager = false;
+    // When the thread may next look for that key (it looks when it publishes, at most this often).
+    std::chrono::steady_clock::time_point next_look{};
 
     // When the oldest message not yet received nor published is due for publishing.
     std::optional<std::chrono::steady_clock::time_point> due() const {
@@ -70,7 +79,8 @@ struct SentCounts::State {
       if (first > posted) {
         return std::nullopt;
       }
-      return waiting_since.at(first - received - 1) + kUnclaimedAfter;
+      const auto since = waiting_since.at(first - received - 1);
+      return eager ? since : since + kUnclaimedAfter;
     }
   };
 
@@ -123,6 +133,7 @@ struct SentCounts::State {
       // Every message due (all of them when stopping) is published, with the messages posted
       // after it on its channel: one add per channel.
       std::vector<std::pair<std::string, int64_t>> adds;
+      std::vector<std::pair<int64_t, int64_t>> to_look;  // (receiver, tag) not known eager
       const auto now = std::chrono::steady_clock::now();
       for (auto& [where, of] : messages) {
         auto of_due = of.due();
@@ -130,18 +141,33 @@ struct SentCounts::State {
           adds.emplace_back(sent_count_key(rank, where.first, where.second),
                             of.posted - of.published);
           of.published = of.posted;
+          if (!of.eager && now >= of.next_look) {
+            of.next_look = now + kLookForAnySourceEvery;
+            to_look.push_back(where);
+          }
         }
       }
       lock.unlock();
-      for (const auto& [key, count] : adds) {
-        try {
+      std::vector<std::pair<int64_t, int64_t>> found_eager;
+      try {
+        for (const auto& [key, count] : adds) {
           connection->add(key, count);
-        } catch (const std::exception&) {
-          // The store is gone or failing: every store-backed step of the group fails with it,
-          // and a receiver from any source waiting for this count fails at its timeout.
         }
+        // Whether those receivers take messages from any source: then they wait for every
+        // count, and later messages to them are published at once.
+        for (const auto& where : to_look) {
+          if (connection->check({any_source_wanted_key(where.first, where.second)})) {
+            found_eager.push_back(where);
+          }
+        }
+      } catch (const std::exception&) {
+        // The store is gone or failing: every store-backed step of the group fails with it,
+        // and a receiver from any source waiting for this count fails at its timeout.
       }
       lock.lock();
+      for (const auto& where : found_eager) {
+        messages[where].eager = true;
+      }
     }
   }
 
@@ -186,7 +212,7 @@ void SentCounts::sent(int64_t receiver, int64_t tag, const Completion& done) {
       // Detached: it may wait on the store, and a count must still reach it after this object
       // is gone (the message it announces is in flight).
       std::thread([state = state_] { state->run(); }).detach();
-    } else if (state_->idle) {
+    } else if (state_->idle || (waiting && of.eager)) {
       state_->wake.notify_one();  // else it wakes by itself when the next message is due
     }
   }
@@ -245,6 +271,8 @@ struct AnySourceWaiter::State {
       }
     }
     if (tags_with_keys.insert(tag).second) {
+      // Senders that find this publish their counts to this member on `tag` at once.
+      connection.set(any_source_wanted_key(rank, tag), std::vector<uint8_t>{'1'});
       // A count no one has published yet does not exist, and multiGet would wait for it: each
       // is made "0" where missing (compareSet leaves a present value as it is; an add would have
       // the server parse it, and a value that is no number makes it drop the connection).
@@ -380,7 +408,7 @@ struct AnySourceWaiter::State {
       const bool progressed = !settled.matched.empty() || !settled.failed.empty();
       settled.finish();
       nap = progressed ? std::chrono::microseconds(0)
-                       : std::min(kLongestNap, std::max(nap * 2, std::chrono::microseconds(50)));
+                       : std::min(kLongestNap, std::max(nap * 2, std::chrono::microseconds(20)));
     }
   }
 };

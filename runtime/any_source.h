@@ -7,9 +7,11 @@
 //     joined it (every CPU transport's two-member broadcast), so a message the receiver takes
 //     within kUnclaimedAfter needs no announcement: a thread of its own publishes the count (a
 //     store add) only when a message has waited that long, so a send never waits on the store
-//     and messages received as they come cost none. A count published late is never ahead of
-//     the messages sent, and a stale one is never above them: a receiver takes a channel only
-//     when its count is ahead of what it has received there.
+//     and messages received as they come cost none; to a receiver that takes messages of the
+//     tag from any source (it says so in the store, any_source_wanted_key), a message is
+//     published as soon as it is posted, once the thread has seen that. A count published late is
+//     never ahead of the messages sent, and a stale one is never above them: a receiver takes a
+//     channel only when its count is ahead of what it has received there.
 //   - AnySourceWaiter, on the receiving side, polls the counts of every other member for the tag
 //     of each waiting recv, and hands the first member whose count is ahead of the messages
 //     this member has posted on that member's channel to `match`, which posts the recv there.
@@ -32,6 +34,10 @@ namespace c10d_func {
 
 // Where `sender`'s count of CPU messages to `receiver` on `tag` is kept (group-local ranks).
 std::string sent_count_key(int64_t sender, int64_t receiver, int64_t tag);
+// Set by `receiver`'s first recv from any source on `tag`: a sender that finds it (it looks when
+// it publishes a count there, at most every kLookForAnySourceEvery) publishes its later messages
+// to that receiver on that tag as soon as they are posted, not after kUnclaimedAfter.
+std::string any_source_wanted_key(int64_t receiver, int64_t tag);
 
 // A count as the store holds it (a decimal the store's add wrote); raises, naming `sender`, on
 // anything else.
@@ -41,6 +47,9 @@ class SentCounts {
  public:
   // How long a message may wait for its receiver before its count is published.
   static constexpr std::chrono::microseconds kUnclaimedAfter{250};
+  // How often the thread may look whether a receiver it publishes counts to takes messages from
+  // any source (one store request; only when it publishes there anyway).
+  static constexpr std::chrono::milliseconds kLookForAnySourceEvery{20};
 
   SentCounts(c10::intrusive_ptr<c10d::Store> store, int64_t rank);
   // Publishes what is still waiting, then its thread ends (without holding up this one).

@@ -116,6 +116,10 @@ TEST(AnySource, CountedSendsAreTakenInTurnFromTheirSenders) {
     EXPECT_FALSE(done->hasError()) << done->tryRetrieveErrorMessage();
     EXPECT_EQ(source->load(), 2);
   }
+  // The receiver said it takes tag 5 from any source (senders then publish to it at once); it
+  // said nothing of tag 6.
+  EXPECT_TRUE(store->check({any_source_wanted_key(0, 5)}));
+  EXPECT_FALSE(store->check({any_source_wanted_key(0, 6)}));
   std::lock_guard<std::mutex> lock(match.mutex);
   ASSERT_FALSE(match.seen.empty());
   // This member's own slot is -1; rank 1 never sent; rank 2 sent two on tag 5 to rank 0.
