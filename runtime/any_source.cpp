@@ -69,18 +69,21 @@ struct SentCounts::State {
     std::deque<std::chrono::steady_clock::time_point> waiting_since;
     // The receiver takes messages of this tag from any source (its any_source_wanted_key is
     // set): each is published as soon as it is posted, since that receiver waits for the count.
+    // Until the thread has seen that, it publishes nothing here and only looks for the key.
     bool eager = false;
-    // When the thread may next look for that key (it looks when it publishes, at most this often).
+    // When the thread may next look for that key.
     std::chrono::steady_clock::time_point next_look{};
 
-    // When the oldest message not yet received nor published is due for publishing.
+    // When the thread next has something to do for the oldest message not yet received nor
+    // published: publish it (eager), else look for the key once the message has waited
+    // kUnclaimedAfter, and then every kLookForAnySourceEvery while it waits.
     std::optional<std::chrono::steady_clock::time_point> due() const {
       const int64_t first = std::max(received, published) + 1;
       if (first > posted) {
         return std::nullopt;
       }
       const auto since = waiting_since.at(first - received - 1);
-      return eager ? since : since + kUnclaimedAfter;
+      return eager ? since : std::max(since + kUnclaimedAfter, next_look);
     }
   };
 
@@ -130,21 +133,24 @@ struct SentCounts::State {
         wake.wait_until(lock, *due);
         continue;  // what is due may have been received meanwhile
       }
-      // Every message due (all of them when stopping) is published, with the messages posted
-      // after it on its channel: one add per channel.
+      // Every message due to a receiver from any source (every one when stopping) is
+      // published, with the messages posted after it on its channel: one add per channel. For
+      // the others, the thread looks whether their receiver has become one.
       std::vector<std::pair<std::string, int64_t>> adds;
       std::vector<std::pair<int64_t, int64_t>> to_look;  // (receiver, tag) not known eager
       const auto now = std::chrono::steady_clock::now();
       for (auto& [where, of] : messages) {
         auto of_due = of.due();
-        if (of_due && (stopping || *of_due <= now)) {
+        if (!of_due || (!stopping && *of_due > now)) {
+          continue;
+        }
+        if (of.eager || stopping) {
           adds.emplace_back(sent_count_key(rank, where.first, where.second),
                             of.posted - of.published);
           of.published = of.posted;
-          if (!of.eager && now >= of.next_look) {
-            of.next_look = now + kLookForAnySourceEvery;
-            to_look.push_back(where);
-          }
+        } else {
+          of.next_look = now + kLookForAnySourceEvery;
+          to_look.push_back(where);
         }
       }
       lock.unlock();
@@ -153,8 +159,8 @@ struct SentCounts::State {
         for (const auto& [key, count] : adds) {
           connection->add(key, count);
         }
-        // Whether those receivers take messages from any source: then they wait for every
-        // count, and later messages to them are published at once.
+        // Whether those receivers take messages from any source: then they wait for the counts
+        // (published on the next turn, and at once for every later message).
         for (const auto& where : to_look) {
           if (connection->check({any_source_wanted_key(where.first, where.second)})) {
             found_eager.push_back(where);

@@ -3,15 +3,18 @@
 // channels that exist per (sender, receiver, tag) (point_to_point.h). No transport can tell a
 // receiver which channel holds a message, so senders say so in the group's store:
 //   - SentCounts, on the sending side, keeps per (receiver, tag) the count of CPU messages this
-//     member has sent there, under sent_count_key. A send completes only once its receiver has
-//     joined it (every CPU transport's two-member broadcast), so a message the receiver takes
-//     within kUnclaimedAfter needs no announcement: a thread of its own publishes the count (a
-//     store add) only when a message has waited that long, so a send never waits on the store
-//     and messages received as they come cost none; to a receiver that takes messages of the
-//     tag from any source (it says so in the store, any_source_wanted_key), a message is
-//     published as soon as it is posted, once the thread has seen that. A count published late is
-//     never ahead of the messages sent, and a stale one is never above them: a receiver takes a
-//     channel only when its count is ahead of what it has received there.
+//     member has sent there, under sent_count_key, and publishes it (a store add, from a thread of
+//     its own: a send never waits on the store) only to a receiver that takes messages of that
+//     tag from any source, which says so under any_source_wanted_key when it first does. A send
+//     completes only once its receiver has joined it (every CPU transport's two-member
+//     broadcast), and one taken within kUnclaimedAfter needed no count: the thread looks for the
+//     receiver's key only once a message has waited that long, and then
+//     every kLookForAnySourceEvery while it waits; once it has seen the key, it publishes every
+//     message to that receiver on that tag as soon as it is posted. Messages to receivers that
+//     always name their sender cost a look every kLookForAnySourceEvery at most, only while some
+//     wait. A count published late is never ahead of the messages sent, and a stale one is never
+//     above them: a receiver takes a channel only when its count is ahead of what it has received
+//     there.
 //   - AnySourceWaiter, on the receiving side, polls the counts of every other member for the tag
 //     of each waiting recv, and hands the first member whose count is ahead of the messages
 //     this member has posted on that member's channel to `match`, which posts the recv there.
@@ -34,9 +37,8 @@ namespace c10d_func {
 
 // Where `sender`'s count of CPU messages to `receiver` on `tag` is kept (group-local ranks).
 std::string sent_count_key(int64_t sender, int64_t receiver, int64_t tag);
-// Set by `receiver`'s first recv from any source on `tag`: a sender that finds it (it looks when
-// it publishes a count there, at most every kLookForAnySourceEvery) publishes its later messages
-// to that receiver on that tag as soon as they are posted, not after kUnclaimedAfter.
+// Set by `receiver`'s first recv from any source on `tag`, before it reads the counts: a sender
+// publishes its counts to that receiver on that tag once it has seen it.
 std::string any_source_wanted_key(int64_t receiver, int64_t tag);
 
 // A count as the store holds it (a decimal the store's add wrote); raises, naming `sender`, on
@@ -47,8 +49,9 @@ class SentCounts {
  public:
   // How long a message may wait for its receiver before its count is published.
   static constexpr std::chrono::microseconds kUnclaimedAfter{250};
-  // How often the thread may look whether a receiver it publishes counts to takes messages from
-  // any source (one store request; only when it publishes there anyway).
+  // How often the thread looks, while messages to a receiver wait, whether that receiver takes
+  // messages from any source (one store request): the longest a first recv from any source can
+  // wait for a message that was sent before it began.
   static constexpr std::chrono::milliseconds kLookForAnySourceEvery{20};
 
   SentCounts(c10::intrusive_ptr<c10d::Store> store, int64_t rank);

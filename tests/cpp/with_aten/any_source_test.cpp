@@ -126,23 +126,37 @@ TEST(AnySource, CountedSendsAreTakenInTurnFromTheirSenders) {
   EXPECT_EQ(match.seen.back(), (std::vector<int64_t>{-1, 0, 2}));
 }
 
-TEST(AnySource, OnlyMessagesLeftWaitingArePublishedWithTheCountBeforeThem) {
+// Counts are published only for messages left waiting, and only once their receiver has said it
+// takes messages of the tag from any source; from then on at once, each with the count of every
+// message before it.
+TEST(AnySource, OnlyMessagesLeftWaitingForAReceiverFromAnySourceArePublished) {
   auto store = tcp_store_server();
   SentCounts counts(store, /*rank=*/1);
   const std::string key = sent_count_key(1, 0, 4);
+  auto published_reaches = [&](int64_t expected) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    int64_t published = 0;
+    while (published != expected && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(1ms);
+      published = store->check({key}) ? parse_sent_count(store->get(key), 1) : 0;
+    }
+    return published;
+  };
   for (int i = 0; i < 3; ++i) {
     counts.sent(0, 4, received_send());  // taken as they came: nothing to announce
   }
+  counts.sent(0, 4, waiting_send());  // the fourth waits, but no receiver from any source needs it
   std::this_thread::sleep_for(20 * SentCounts::kUnclaimedAfter);
   EXPECT_FALSE(store->check({key}));
-  counts.sent(0, 4, waiting_send());  // the fourth waits: the count says all four were sent
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  int64_t published = 0;
-  while (published != 4 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(1ms);
-    published = store->check({key}) ? parse_sent_count(store->get(key), 1) : 0;
-  }
-  EXPECT_EQ(published, 4);
+  // Rank 0 starts receiving from any source on tag 4: the count, of all four, follows.
+  store->set(any_source_wanted_key(0, 4), bytes("1"));
+  EXPECT_EQ(published_reaches(4), 4);
+  counts.sent(0, 4, waiting_send());  // published without the thread looking again
+  EXPECT_EQ(published_reaches(5), 5);
+  // Another tag to the same receiver is not one it takes from any source.
+  counts.sent(0, 7, waiting_send());
+  std::this_thread::sleep_for(20 * SentCounts::kUnclaimedAfter);
+  EXPECT_FALSE(store->check({sent_count_key(1, 0, 7)}));
 }
 
 TEST(AnySource, AValueThatIsNoCountFailsTheRecvNamingItsSender) {
