@@ -193,7 +193,7 @@ std::shared_ptr<void> GroupObserver::comms_metadata(const ObservedCall& call,
     Scope(const ObservedCall& call, const InFlight& flight, const GroupObserver& group)
         : ranks(rank_range(group.identity_.members)),
           info(std::make_shared<torch::ParamCommsDebugInfo>(
-              group.flight_name_, static_cast<int>(group.identity_.rank), std::string(call.op),
+              group.flight_name_, static_cast<int>(rank_field(call, group)), std::string(call.op),
               numel_of(call.inputs), numel_of(call.outputs),
               call.inputs.empty() ? at::kByte : call.inputs[0].scalar_type(),
               std::vector<int64_t>{}, std::vector<int64_t>{}, ranks.first, ranks.second,
@@ -206,7 +206,7 @@ std::shared_ptr<void> GroupObserver::comms_metadata(const ObservedCall& call,
         inputs = {c10::IValue(call.inputs.vec()),
                   c10::IValue(static_cast<int64_t>(flight.collective_seq)),
                   c10::IValue(group.flight_name_),
-                  c10::IValue(group.identity_.rank),
+                  c10::IValue(rank_field(call, group)),
                   c10::IValue(std::string(call.op)),
                   c10::IValue(std::vector<int64_t>{}),
                   c10::IValue(std::vector<int64_t>{}),
@@ -217,6 +217,11 @@ std::shared_ptr<void> GroupObserver::comms_metadata(const ObservedCall& call,
         event.before(at::kParamCommsCallName, &inputs);
         event.setOutputs(std::vector<c10::IValue>{c10::IValue(call.outputs.vec())});
       }
+    }
+    // The record's rank: a message's peer (the profiler shows it as "Dst Rank" of a send and
+    // "Src Rank" of a recv, as torch's NCCL records its p2p), this member for a collective.
+    static int64_t rank_field(const ObservedCall& call, const GroupObserver& group) {
+      return call.peer >= 0 ? call.peer : group.identity_.rank;
     }
     std::pair<int, int> ranks;
     std::shared_ptr<torch::ParamCommsDebugInfo> info;

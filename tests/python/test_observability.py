@@ -179,11 +179,22 @@ def body_profiler(rank: int, world_size: int, transport: str, tag: str, trace_di
         return c10d_func.functional.all_reduce(t + 1, "sum", ranks, tag=tag) * 2
 
     compiled(torch.zeros(4))  # compiled before the profiler starts
+    peer = 1 - rank if rank < 2 else None
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         dist.all_reduce(big, group=func)
         eager = c10d_func.functional.all_reduce(torch.ones(1 << 18), "sum", ranks, tag=tag)
         eager.wait()
         out = compiled(torch.zeros(4))
+        # Messages: the first forms its channel on the channel's thread, the later ones are
+        # issued by the caller; each is seen where it runs either way.
+        for _ in range(3) if peer is not None else ():
+            t = torch.zeros(3)
+            if rank == 0:
+                dist.send(t, peer, group=func)
+                dist.recv(t, peer, group=func)
+            else:
+                dist.recv(t, peer, group=func)
+                dist.send(t, peer, group=func)
     assert out.eq(2 * world_size).all()
     path = os.path.join(trace_dir, f"trace_{rank}.json")
     prof.export_chrome_trace(path)
@@ -191,12 +202,32 @@ def body_profiler(rank: int, world_size: int, transport: str, tag: str, trace_di
         events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
     collective = f"{TRANSPORT_NAMES[transport]}:all_reduce"
     ran = [e for e in events if e["name"] == collective]
-    comms = [e["args"] for e in events if e["name"] == "record_param_comms"]
+    every_comms = [e["args"] for e in events if e["name"] == "record_param_comms"]
+    comms = [a for a in every_comms if a.get("Collective name") not in ("send", "recv")]
     groups = [a.get("Process Group Name") for a in comms]
     failures = []
     # Gloo's own event for the Gloo transport, c10d_func's for shm: one per collective at least.
     if len(ran) < 3:
         failures.append(f"rank {rank}: {len(ran)} events {collective!r}")
+    if peer is not None:
+        names = [e["name"] for e in events]
+        if transport == "gloo":  # Gloo's own event for each message's transfer
+            seen = {"gloo:broadcast": names.count("gloo:broadcast")}
+            wanted = {"gloo:broadcast": 6}
+        else:
+            sends, recvs = f"c10d_func:send {rank}->{peer}", f"c10d_func:recv {rank}<-{peer}"
+            seen = {sends: names.count(sends), recvs: names.count(recvs)}
+            wanted = {sends: 3, recvs: 3}
+        if any(seen[name] < count for name, count in wanted.items()):
+            failures.append(f"rank {rank}: message events {seen}, wanted {wanted}")
+        # torch's metadata names a message's peer, as torch's NCCL records its p2p.
+        for op, key in (("send", "Dst Rank"), ("recv", "Src Rank")):
+            records = [a for a in every_comms if a.get("Collective name") == op]
+            if len(records) != 3 or any(
+                a.get(key) != peer or a.get("Process Group Name") != func.group_name
+                for a in records
+            ):
+                failures.append(f"rank {rank}: {op} metadata {records}")
     if groups.count(func.group_name) != 1 or groups.count(f"c10d_func/cpu/{tag}/{ranks}") != 2:
         failures.append(f"rank {rank}: record_param_comms of groups {groups}")
     for args in comms:
