@@ -29,9 +29,10 @@ namespace {
 
 // Whether this member counts its CPU messages in the store, for receivers from any source
 // (C10D_FUNC_ANNOUNCE_SENDS=0: not; read as each group is made).
-bool announce_sends() {
+AnySource any_source_support() {
   const char* value = std::getenv("C10D_FUNC_ANNOUNCE_SENDS");
-  return value == nullptr || std::string_view(value) != "0";
+  return value == nullptr || std::string_view(value) != "0" ? AnySource::kCounted
+                                                            : AnySource::kRefused;
 }
 
 }  // namespace
@@ -44,7 +45,7 @@ FuncBackend::FuncBackend(FuncBackendOptions options)
       group_(std::make_shared<const std::string>("process group '" + options_.name + "' (ranks " +
                                                  format_ranks(options_.members) + ")")),
       point_to_point_(options_.store, options_.rank, options_.members, options_.timeout, *group_,
-                      announce_sends()) {
+                      any_source_support()) {
   TORCH_CHECK(static_cast<int64_t>(options_.members.size()) == options_.size, kPrefix, "group '",
               options_.name, "' lists ", options_.members.size(), " global ranks for a group of ",
               options_.size);

@@ -52,7 +52,7 @@ MessageRoute message_route(std::string_view op, std::string_view tag, c10::Array
   auto channels = std::make_shared<PointToPoint>(
       c10::make_intrusive<c10d::PrefixStore>(prefix, world.store), group->chunk.index,
       group->chunk.members, collective_timeout(), group->describe(),
-      /*announce_sends=*/false);  // c10d_func.irecv always names its source
+      AnySource::kNever);  // c10d_func.irecv always names its source
   channels->observe_with(std::make_shared<GroupObserver>(
       chunk_identity(c10::Device(c10::kCPU), group->spec.tag, group->chunk)));
   MessageRoute route{std::move(group), std::move(channels)};

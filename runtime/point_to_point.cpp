@@ -9,6 +9,7 @@
 #include "runtime/store_connections.h"
 #include "transports/call_scope.h"
 #include "transports/rendezvous.h"
+#include "transports/shm/shm_communicator.h"
 
 #include <condition_variable>
 #include <deque>
@@ -26,6 +27,9 @@ struct PointToPoint::Channel {
   c10::intrusive_ptr<c10d::Store> group_store;
   std::string prefix;
   bool sending = false;
+  // The group's receivers may take messages from any source, which counting sends serves
+  // (any_source.h): that needs a send to complete only once its receiver has taken it.
+  bool sends_counted = false;
 
   std::mutex mutex;
   std::condition_variable wake;
@@ -51,12 +55,32 @@ struct PointToPoint::Channel {
       at_store.store =
           c10::make_intrusive<c10d::PrefixStore>(prefix, private_connection(group_store));
       auto transport = GroupRegistry::instance().transport_for(op, rendezvous.device.type(), "");
+      if (sends_counted && transport.name == "auto") {
+        transport.factory = receipt_completing_factory(op);
+      }
       communicator = form_communicator(op, transport, at_store);
       std::lock_guard<std::mutex> lock(mutex);
       formed = communicator;
     } catch (const std::exception& error) {
       formation_error = error.what();
     }
+  }
+
+  // The default CPU transport's choice, but Gloo between hosts: shm and Gloo complete a send only
+  // once its receiver has joined it, which counting sends relies on (a message taken as it came
+  // needs no count), where the hosts' link ("link+gloo") hands a small message to the socket and
+  // completes, so its count would never be published and a recv from any source would wait for
+  // it until the timeout.
+  static CommunicatorFactory receipt_completing_factory(const char* op) {
+    CommunicatorFactory gloo =
+        GroupRegistry::instance().find_transport(op, c10::DeviceType::CPU, "gloo").factory;
+    return [gloo = std::move(gloo)](const Rendezvous& pair) -> std::shared_ptr<Communicator> {
+      const auto hosts = exchange_host_identities(pair);
+      if (hosts.front() == hosts.back()) {
+        return form_shm_communicator(pair.under("shm/"));
+      }
+      return gloo(pair.under("across/"));
+    };
   }
 
   void run() {
@@ -82,13 +106,14 @@ struct PointToPoint::Channel {
 
 PointToPoint::PointToPoint(c10::intrusive_ptr<c10d::Store> store, int64_t rank,
                            std::vector<int64_t> members, std::chrono::milliseconds timeout,
-                           std::string group, bool announce_sends)
+                           std::string group, AnySource any_source)
     : store_(std::move(store)),
       rank_(rank),
       members_(std::move(members)),
       timeout_(timeout),
-      group_(std::move(group)) {
-  if (announce_sends) {
+      group_(std::move(group)),
+      any_source_mode_(any_source) {
+  if (any_source == AnySource::kCounted) {
     sent_counts_ = std::make_unique<SentCounts>(store_, rank_);
   }
 }
@@ -248,6 +273,7 @@ std::shared_ptr<PointToPoint::Channel> PointToPoint::channel_for(int64_t sender,
     slot->prefix = prefix.str();
     slot->group_store = store_;
     slot->sending = sender == rank_;
+    slot->sends_counted = any_source_mode_ != AnySource::kNever && device.is_cpu();
     std::thread([channel = slot] { channel->run(); }).detach();
   }
   return slot;

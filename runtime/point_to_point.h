@@ -34,13 +34,20 @@
 
 namespace c10d_func {
 
+// Whether a group's receivers may take messages from any source (recv_any).
+enum class AnySource {
+  kNever,    // every recv names its source (c10d_func's functional irecv)
+  kRefused,  // possible on the group, but this member counts no sends (C10D_FUNC_ANNOUNCE_SENDS=0):
+             // recv_any raises; its channels form as with kCounted, so that members agree
+  kCounted,  // each CPU message sent is counted in the store, so that recv_any works
+};
+
 class PointToPoint {
  public:
   // `store` is private to the owning group; `members` are its global ranks (for messages).
-  // `announce_sends`: each CPU message sent is counted in the store, so that recv_any works
-  // (torch's recv from any source; a group whose receivers always name the sender saves it).
+  // Unless `any_source` is kNever, CPU channels between hosts run on Gloo (see Channel::form).
   PointToPoint(c10::intrusive_ptr<c10d::Store> store, int64_t rank, std::vector<int64_t> members,
-               std::chrono::milliseconds timeout, std::string group, bool announce_sends);
+               std::chrono::milliseconds timeout, std::string group, AnySource any_source);
   ~PointToPoint();
 
   // `tensor` is sent to group member `peer` (send) or written with what `peer` sent (recv).
@@ -49,7 +56,7 @@ class PointToPoint {
   Completion recv(const at::Tensor& tensor, int64_t peer, int64_t tag);
   // Receives a CPU `tensor` from whichever member's message on `tag` is announced first (those
   // of one member in the order sent); `source` holds that member before the Completion is done.
-  // Needs `announce_sends` on every member.
+  // Needs AnySource::kCounted on every member.
   Completion recv_any(const at::Tensor& tensor, int64_t tag,
                       std::shared_ptr<std::atomic<int>> source);
   // Bounds the messages posted from now on, on every channel (formed or not).
@@ -83,7 +90,8 @@ class PointToPoint {
   // (sender, receiver, tag, device type, device index)
   std::map<std::tuple<int64_t, int64_t, int64_t, int, int>, std::shared_ptr<Channel>> channels_;
   std::map<int64_t, int64_t> next_any_source_;  // per tag: where take_announced starts looking
-  std::unique_ptr<SentCounts> sent_counts_;     // when announcing sends
+  AnySource any_source_mode_;
+  std::unique_ptr<SentCounts> sent_counts_;  // with AnySource::kCounted
   // Made by the first recv_any. Declared last: destroyed first, so its thread stops calling
   // take_announced before the channels go.
   std::unique_ptr<AnySourceWaiter> any_source_;

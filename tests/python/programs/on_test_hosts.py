@@ -374,7 +374,8 @@ def reductions(rank: int, hosts: list[int]) -> dict[str, object]:
 
 def classic(rank: int, hosts: list[int]) -> dict[str, object]:
     """Classic torch.distributed calls on a c10d_func group spanning the hosts: all_reduce,
-    all_gather_into_tensor, reduce, gather and scatter, checked against the reference."""
+    all_gather_into_tensor, reduce, gather, scatter and messages (named and from any source),
+    checked against the reference."""
     import torch.distributed as dist
 
     dist.init_process_group("cpu:c10d_func")
@@ -420,6 +421,33 @@ def classic(rank: int, hosts: list[int]) -> dict[str, object]:
             dist.scatter(out, blocks if rank == 1 else None, src=1)
             if not torch.equal(out, blocks[rank]):
                 failures.append(f"rank {rank} dist.scatter x{numel}: {out[:4].tolist()}")
+        # Messages around the ring, crossing the hosts: the first on each channel forms it, the
+        # later ones are issued by their callers; then rank 0 receives one from every other
+        # member from any source.
+        right, left = (rank + 1) % world, (rank - 1) % world
+        for round_ in range(4):
+            numel = 5 if round_ % 2 == 0 else (1 << 18) + 1
+            got = torch.empty(numel)
+            works = [
+                dist.isend(torch.full((numel,), float(100 * rank + round_)), right),
+                dist.irecv(got, left),
+            ]
+            for work in works:
+                work.wait()
+            if not torch.equal(got, torch.full((numel,), float(100 * left + round_))):
+                failures.append(f"rank {rank} message {round_} x{numel}: {got[:4].tolist()}")
+        if rank == 0:
+            sources = []
+            for _ in range(world - 1):
+                got = torch.empty(3)
+                source = dist.recv(got)
+                sources.append(source)
+                if not torch.equal(got, torch.full((3,), float(source))):
+                    failures.append(f"rank 0 from any source {source}: {got.tolist()}")
+            if sorted(sources) != list(range(1, world)):
+                failures.append(f"rank 0 from any source: senders {sources}")
+        else:
+            dist.send(torch.full((3,), float(rank)), 0)
         return {"failures": failures, "served": served}
     finally:
         dist.destroy_process_group()
