@@ -73,10 +73,13 @@ struct SentCounts::State {
     bool eager = false;
     // When the thread may next look for that key.
     std::chrono::steady_clock::time_point next_look{};
+    // The gap before the look after next: from kFirstLookGap, four times longer each look, up to
+    // kLookForAnySourceEvery; back to the first once no message waits.
+    std::chrono::microseconds look_gap = kFirstLookGap;
 
     // When the thread next has something to do for the oldest message not yet received nor
     // published: publish it (eager), else look for the key once the message has waited
-    // kUnclaimedAfter, and then every kLookForAnySourceEvery while it waits.
+    // kUnclaimedAfter, and then at growing gaps (look_gap) while it waits.
     std::optional<std::chrono::steady_clock::time_point> due() const {
       const int64_t first = std::max(received, published) + 1;
       if (first > posted) {
@@ -149,7 +152,8 @@ struct SentCounts::State {
                             of.posted - of.published);
           of.published = of.posted;
         } else {
-          of.next_look = now + kLookForAnySourceEvery;
+          of.next_look = now + of.look_gap;
+          of.look_gap = std::min(of.look_gap * 4, kLookForAnySourceEvery);
           to_look.push_back(where);
         }
       }
@@ -183,6 +187,9 @@ struct SentCounts::State {
     of.received += 1;
     if (!of.waiting_since.empty()) {
       of.waiting_since.pop_front();
+    }
+    if (of.waiting_since.empty()) {
+      of.look_gap = kFirstLookGap;  // the next message left waiting is looked at quickly again
     }
   }
 };

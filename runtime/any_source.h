@@ -9,12 +9,12 @@
 //     completes only once its receiver has joined it (every CPU transport's two-member
 //     broadcast), and one taken within kUnclaimedAfter needed no count: the thread looks for the
 //     receiver's key only once a message has waited that long, and then
-//     every kLookForAnySourceEvery while it waits; once it has seen the key, it publishes every
-//     message to that receiver on that tag as soon as it is posted. Messages to receivers that
-//     always name their sender cost a look every kLookForAnySourceEvery at most, only while some
-//     wait. A count published late is never ahead of the messages sent, and a stale one is never
-//     above them: a receiver takes a channel only when its count is ahead of what it has received
-//     there.
+//     at growing gaps up to kLookForAnySourceEvery while it waits; once it has seen the key, it
+//     publishes every message to that receiver on that tag as soon as it is posted. Messages to
+//     receivers that always name their sender cost a few looks per message left waiting, only while
+//     some wait. A count published late is never ahead of the messages sent, and a stale one is
+//     never above them: a receiver takes a channel only when its count is ahead of what it has
+//     received there.
 //   - AnySourceWaiter, on the receiving side, polls the counts of every other member for the tag
 //     of each waiting recv, and hands the first member whose count is ahead of the messages
 //     this member has posted on that member's channel to `match`, which posts the recv there.
@@ -47,12 +47,15 @@ int64_t parse_sent_count(const std::vector<uint8_t>& value, int64_t sender);
 
 class SentCounts {
  public:
-  // How long a message may wait for its receiver before its count is published.
+  // How long a message may wait for its receiver before the thread first looks whether that
+  // receiver takes messages of its tag from any source (one store request).
   static constexpr std::chrono::microseconds kUnclaimedAfter{250};
-  // How often the thread looks, while messages to a receiver wait, whether that receiver takes
-  // messages from any source (one store request): the longest a first recv from any source can
-  // wait for a message that was sent before it began.
-  static constexpr std::chrono::milliseconds kLookForAnySourceEvery{20};
+  // While messages to the receiver still wait, the thread looks again after kFirstLookGap, then
+  // after gaps four times longer each, up to kLookForAnySourceEvery: the longest a first recv from
+  // any source can wait for a message sent before it began (one that came 2 ms late waits about
+  // as long again), at a few requests per slow receiver.
+  static constexpr std::chrono::microseconds kFirstLookGap{1000};
+  static constexpr std::chrono::microseconds kLookForAnySourceEvery{20000};
 
   SentCounts(c10::intrusive_ptr<c10d::Store> store, int64_t rank);
   // Publishes what is still waiting, then its thread ends (without holding up this one).
