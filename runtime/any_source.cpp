@@ -359,9 +359,10 @@ struct AnySourceWaiter::State {
         settled.failed.emplace_back(
             recv.done, what(recv.tag) + ": no member's message arrived within " +
                            std::to_string(recv.timeout.count()) +
-                           " ms (a sender announces each message in the group's store; no "
+                           " ms (a sender counts its messages to this member in the group's "
+                           "store once it has seen this member receive from any source; no "
                            "member's count was ahead of the messages received from it, and a "
-                           "member started with C10D_FUNC_ANNOUNCE_SENDS=0 announces none)");
+                           "member started with C10D_FUNC_ANNOUNCE_SENDS=0 counts none)");
       }
       if (settled.matched.size() + settled.failed.size() > before) {
         it = waiting.erase(it);

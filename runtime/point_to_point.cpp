@@ -36,11 +36,11 @@ struct PointToPoint::Channel {
   std::deque<std::function<void()>> tasks;
   bool stopping = false;
   bool running = false;  // a task is out of `tasks` and not finished
-  // The communicator, once formed (guarded by `mutex`): a CPU message posted while the channel
-  // is idle is issued by its caller on it (see enqueue).
-  std::shared_ptr<Communicator> formed;
-  // Touched by the channel's thread only.
+  // Set once, under `mutex`, by the channel's thread, which reads it freely from then on; other
+  // threads read it under `mutex` (a CPU message posted while the channel is idle is issued by
+  // its caller on it: see enqueue).
   std::shared_ptr<Communicator> communicator;
+  // Touched by the channel's thread only.
   std::optional<std::string> formation_error;
   // Messages this process has posted on the channel (guarded by PointToPoint::mutex_).
   int64_t posted = 0;
@@ -58,9 +58,9 @@ struct PointToPoint::Channel {
       if (sends_counted && transport.name == "auto") {
         transport.factory = receipt_completing_factory(op);
       }
-      communicator = form_communicator(op, transport, at_store);
+      auto formed = form_communicator(op, transport, at_store);
       std::lock_guard<std::mutex> lock(mutex);
-      formed = communicator;
+      communicator = std::move(formed);
     } catch (const std::exception& error) {
       formation_error = error.what();
     }
@@ -284,7 +284,7 @@ Completion PointToPoint::enqueue(Channel& target, const at::Tensor& tensor, at::
   const c10::Device device = tensor.device();
   if (device.is_cpu()) {
     std::unique_lock<std::mutex> lock(target.mutex);
-    if (target.formed && target.tasks.empty() && !target.running) {
+    if (target.communicator && target.tasks.empty() && !target.running) {
       // Idle and formed: the caller issues the message itself, which saves the two hand-offs
       // between threads a message through the channel's thread costs on each side (most of a
       // small message's time). Safe because a communicator's calls return at once (an exchange
@@ -293,7 +293,7 @@ Completion PointToPoint::enqueue(Channel& target, const at::Tensor& tensor, at::
       // PointToPoint::mutex_, held here. The caller's wait then runs the transfer where the
       // transport leaves it to its waiter.
       try {
-        std::shared_ptr<Communicator> communicator = target.formed;
+        std::shared_ptr<Communicator> communicator = target.communicator;
         Completion moved = communicator->broadcast(buffer, /*root=*/0);
         lock.unlock();
         // The finishing step holds the tensors and the communicator until the message is done,
