@@ -74,8 +74,10 @@ struct SentCounts::State {
     // When the thread may next look for that key.
     std::chrono::steady_clock::time_point next_look{};
     // The gap before the look after next: from kFirstLookGap, four times longer each look, up to
-    // kLookForAnySourceEvery; back to the first once no message waits.
+    // kLookForAnySourceEvery; back to the first once no message has waited for that long.
     std::chrono::microseconds look_gap = kFirstLookGap;
+    // When the last message that waited was received (none waits since).
+    std::chrono::steady_clock::time_point none_waiting_since{};
 
     // When the thread next has something to do for the oldest message not yet received nor
     // published: publish it (eager), else look for the key once the message has waited
@@ -96,6 +98,7 @@ struct SentCounts::State {
   bool running = false;
   bool idle = false;  // the thread waits for a message to be posted
   bool stopping = false;
+  bool posted_since_turn = false;  // a message was posted since the thread's last turn
 
   // With `mutex` held: the earliest due time, if any message may need publishing.
   std::optional<std::chrono::steady_clock::time_point> next_due() const {
@@ -110,10 +113,13 @@ struct SentCounts::State {
 
   // On the publishing thread, until stopped.
   void run() {
-    // With nothing due, the thread looks again every kUnclaimedAfter for this long before it
-    // waits to be woken: while messages flow, a send then costs no wake-up of this thread.
-    constexpr int kLookingTurns = 40;
-    int empty_turns = 0;
+    // With nothing due, the thread looks again every kUnclaimedAfter while messages flow (one
+    // was posted within its last kQuietTurns turns): a send then costs no wake-up of this thread.
+    // Once none came for that long it waits to be woken by the next send: a program that sends
+    // every few milliseconds (a pipeline's stages) would otherwise have it wake 4000 times a
+    // second for nothing, on cores its ranks compute on.
+    constexpr int kQuietTurns = 2;
+    int quiet_turns = 0;
     std::unique_lock<std::mutex> lock(mutex);
     while (true) {
       auto due = next_due();
@@ -121,17 +127,21 @@ struct SentCounts::State {
         if (stopping) {
           return;
         }
-        if (++empty_turns <= kLookingTurns) {
+        if (posted_since_turn) {
+          posted_since_turn = false;
+          quiet_turns = 0;
+        }
+        if (++quiet_turns <= kQuietTurns) {
           wake.wait_for(lock, kUnclaimedAfter);
           continue;
         }
         idle = true;
         wake.wait(lock);
         idle = false;
-        empty_turns = 0;
+        quiet_turns = 0;
         continue;
       }
-      empty_turns = 0;
+      quiet_turns = 0;
       if (!stopping && std::chrono::steady_clock::now() < *due) {
         wake.wait_until(lock, *due);
         continue;  // what is due may have been received meanwhile
@@ -189,7 +199,7 @@ struct SentCounts::State {
       of.waiting_since.pop_front();
     }
     if (of.waiting_since.empty()) {
-      of.look_gap = kFirstLookGap;  // the next message left waiting is looked at quickly again
+      of.none_waiting_since = std::chrono::steady_clock::now();
     }
   }
 };
@@ -211,11 +221,21 @@ void SentCounts::sent(int64_t receiver, int64_t tag, const Completion& done) {
     std::lock_guard<std::mutex> lock(state_->mutex);
     State::Messages& of = state_->messages[{receiver, tag}];
     of.posted += 1;
+    state_->posted_since_turn = true;
     // Taken already (its receiver was waiting): counted as received here, where the thread
     // cannot see it posted and not yet received.
     waiting = !done->completed();
     if (waiting) {
-      of.waiting_since.push_back(std::chrono::steady_clock::now());
+      const auto now = std::chrono::steady_clock::now();
+      if (of.waiting_since.empty() && now - of.none_waiting_since >= kLookForAnySourceEvery) {
+        // The first message left waiting after a quiet spell is looked at quickly again (a recv
+        // from any source that came a little after it waits about as long again). While
+        // messages keep waiting, as a pipeline's sends wait for the next stage, the looks stay
+        // kLookForAnySourceEvery apart: a store request each, which the ranks' cores pay for.
+        of.look_gap = kFirstLookGap;
+        of.next_look = {};
+      }
+      of.waiting_since.push_back(now);
     } else {
       of.received += 1;
     }

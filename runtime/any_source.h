@@ -53,7 +53,9 @@ class SentCounts {
   // While messages to the receiver still wait, the thread looks again after kFirstLookGap, then
   // after gaps four times longer each, up to kLookForAnySourceEvery: the longest a first recv from
   // any source can wait for a message sent before it began (one that came 2 ms late waits about
-  // as long again), at a few requests per slow receiver.
+  // as long again), at a few requests per slow receiver. The gaps start over only once no
+  // message to it has waited for kLookForAnySourceEvery: a receiver whose messages keep waiting
+  // (a pipeline's next stage) is looked at once per kLookForAnySourceEvery, not per message.
   static constexpr std::chrono::microseconds kFirstLookGap{1000};
   static constexpr std::chrono::microseconds kLookForAnySourceEvery{20000};
 

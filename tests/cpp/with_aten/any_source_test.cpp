@@ -159,6 +159,26 @@ TEST(AnySource, OnlyMessagesLeftWaitingForAReceiverFromAnySourceArePublished) {
   EXPECT_FALSE(store->check({sent_count_key(1, 0, 7)}));
 }
 
+// The counting thread stops looking once sends stop coming (a pipeline's stages send every few
+// milliseconds): the next send wakes it, and a message of it left waiting for a receiver from any
+// source is still published.
+TEST(AnySource, ASendAfterAQuietSpellWakesTheCountingThread) {
+  auto store = tcp_store_server();
+  SentCounts counts(store, /*rank=*/1);
+  const std::string key = sent_count_key(1, 0, 4);
+  counts.sent(0, 4, received_send());
+  std::this_thread::sleep_for(40 * SentCounts::kUnclaimedAfter);  // long past its quiet turns
+  store->set(any_source_wanted_key(0, 4), bytes("1"));
+  counts.sent(0, 4, waiting_send());
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  int64_t published = 0;
+  while (published != 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+    published = store->check({key}) ? parse_sent_count(store->get(key), 1) : 0;
+  }
+  EXPECT_EQ(published, 2);
+}
+
 TEST(AnySource, AValueThatIsNoCountFailsTheRecvNamingItsSender) {
   auto store = tcp_store_server();
   RecordingMatch match(3);
