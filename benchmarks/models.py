@@ -12,6 +12,16 @@ Workloads (torch's test Transformer, `common_dtensor.Transformer`, 4 layers, 8 h
   then sharded (FSDP2's hooks run eagerly around the compiled blocks, as torchtitan does).
 - ddp: the same training step under `DistributedDataParallel` (compiled: the DDP module, split
   at its buckets by dynamo's DDPOptimizer).
+- pp: the same training step pipelined (`torch.distributed.pipelining`): the blocks split into
+  one stage per rank (the embeddings with the first, the norm and output with the last), a 1F1B
+  schedule over 8 microbatches, activations and their gradients sent between neighbours with
+  `batch_isend_irecv` (compiled: each block is compiled, the schedule runs eagerly around them).
+  The floor's stages never wait for one another, so it has no pipeline bubble: the real backends'
+  time over it is the bubble (at least (stages - 1) / (microbatches + stages - 1) of a step when
+  the ranks have cores of their own) plus the messages.
+- pp_infer: TP inference's batch (4 x 1 token) through the same stages, one sequence per
+  microbatch, forward only (`ScheduleGPipe.eval`): small messages between short computations,
+  as pipelined decoding sends them.
 
 Each backend runs in launches of its own: world-size processes, one thread each, one process
 group per process. A fake rank is a process alone (the fake group hallucinates its peers), started
@@ -29,7 +39,7 @@ backend so that such values cost nothing), and its DDP runs torch's no-op comm h
 carries no result, which DDP's reducer would reject), so DDP's bucket copies are in the floor.
 A cell that fails (a compile error, say) is recorded with its error, and the run goes on.
 
-    python -m benchmarks.models [--world-size 2|4] [--workloads tp,fsdp2,ddp]
+    python -m benchmarks.models [--world-size 2|4] [--workloads tp,fsdp2,ddp,pp,pp_infer]
         [--modes eager,compiled] [--dims tp=512,1024 fsdp2=256,512] [--iters N]
         [--rounds 1] [--out benchmarks/results/models]
     sudo python -m benchmarks.models --hosts [--link-gbit 10] [--per-host 2]  # 2 test hosts
@@ -75,12 +85,14 @@ FLOOR = "fake"
 # The backend c10d_func is compared with on each device: torch's own for that device.
 REFERENCE = {"cpu": "gloo", "cuda": "nccl"}
 BACKENDS = [FLOOR, *sorted(set(REFERENCE.values())), "c10d_func"]
-WORKLOADS = ["tp", "fsdp2", "ddp"]
+WORKLOADS = ["tp", "fsdp2", "ddp", "pp", "pp_infer"]
 MODES = ["eager", "compiled"]
-DEFAULT_DIMS = {"tp": [512], "fsdp2": [256], "ddp": [256]}
+DEFAULT_DIMS = {"tp": [512], "fsdp2": [256], "ddp": [256], "pp": [256], "pp_infer": [512]}
 N_LAYERS, N_HEADS, VOCAB = 4, 8, 1024
 TP_BATCH, TP_TOKENS = 4, 1
 TRAIN_BATCH, TRAIN_TOKENS = 8, 32
+PP_MICROBATCHES = 8  # of TRAIN_BATCH // PP_MICROBATCHES sequences each
+PP_INFER_MICROBATCHES = 4  # of TP_BATCH // PP_INFER_MICROBATCHES sequences each
 # Every CPU rank: one compile thread (the ranks already share the cores), one OpenMP thread.
 RANK_ENV = {"TORCHINDUCTOR_COMPILE_THREADS": "1", "OMP_NUM_THREADS": "1"}
 DESCRIPTIONS = {
@@ -92,6 +104,15 @@ DESCRIPTIONS = {
     "ddp": (
         f"DDP training: {TRAIN_BATCH} x {TRAIN_TOKENS} tokens, "
         "forward + cross-entropy + backward + AdamW step"
+    ),
+    "pp": (
+        f"PP training: one stage per rank, 1F1B over {PP_MICROBATCHES} microbatches of "
+        f"{TRAIN_BATCH // PP_MICROBATCHES} x {TRAIN_TOKENS} tokens, "
+        "forward + cross-entropy + backward + AdamW step (the floor has no pipeline bubble)"
+    ),
+    "pp_infer": (
+        f"PP inference: one stage per rank, {PP_INFER_MICROBATCHES} microbatches of "
+        f"{TP_BATCH // PP_INFER_MICROBATCHES} x {TP_TOKENS} token forward (the schedule's eval)"
     ),
 }
 
@@ -195,8 +216,14 @@ def run_cell(
     import torch
     import torch.distributed as dist
 
-    build = {"tp": build_tp_inference, "fsdp2": build_fsdp2_training, "ddp": build_ddp_training}
-    iters = cfg["iters_infer"] if workload == "tp" else cfg["iters_train"]
+    build = {
+        "tp": build_tp_inference,
+        "fsdp2": build_fsdp2_training,
+        "ddp": build_ddp_training,
+        "pp": build_pp_training,
+        "pp_infer": build_pp_inference,
+    }
+    iters = cfg["iters_infer"] if workload in ("tp", "pp_infer") else cfg["iters_train"]
     # A GPU step has ended when the GPU has run it, not when its kernels were queued.
     finish = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
@@ -213,20 +240,25 @@ def run_cell(
     for _ in range(cfg["warmup"]):
         step()
     warmup_s = time.perf_counter() - start
-    times = []
+    times, cpu_times = [], []
     for _ in range(iters):
         barrier()  # every rank starts the step together: a step's time is not a peer's lateness
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         out = step()
         finish()
         times.append(time.perf_counter() - start)
+        cpu_times.append(time.process_time() - cpu_start)
     return {
         "median_ms": statistics.median(times) * 1e3,
         "times_ms": [t * 1e3 for t in times],
+        # CPU time of the whole process (every thread) per step: with more ranks than cores, a
+        # wait that spins takes its peers' core.
+        "cpu_median_ms": statistics.median(cpu_times) * 1e3,
         "build_s": build_s,
         "warmup_s": warmup_s,
-        # The last step's loss (training) or logits' norm (inference), outside the timing: the
-        # real backends compute the same model, so theirs agree (the floor's need not).
+        # The last step's loss (training), logits' norm (inference) or, on a first pipeline
+        # stage, gradients' norm, outside the timing: the real backends compute the same model,
+        # so theirs agree (the floor's need not).
         "check": float(out.detach().double().norm()),
     }
 
@@ -341,6 +373,139 @@ def build_ddp_training(dim: int, compiled: bool, device: str = "cpu") -> Callabl
     return training_step(step_model, ddp.parameters(), device)
 
 
+def build_pp_training(dim: int, compiled: bool, device: str = "cpu") -> Callable[[], Any]:
+    """This rank's stage of the pipelined Transformer and a step that runs one 1F1B schedule
+    over the batch and then AdamW on the stage's parameters. The first stage's step returns its
+    gradients' norm (they depend on every message of the step), a last stage's its loss."""
+    import torch
+    import torch.nn.functional as F
+    from torch.distributed.pipelining import Schedule1F1B
+
+    module, stage, first, last = pipeline_stage(
+        dim, compiled, device, TRAIN_BATCH // PP_MICROBATCHES, TRAIN_TOKENS, training=True
+    )
+
+    def loss_fn(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+    schedule = Schedule1F1B(stage, n_microbatches=PP_MICROBATCHES, loss_fn=loss_fn)
+    params = list(module.parameters())
+    optimizer = torch.optim.AdamW(params, lr=1e-4)
+    tokens = random_tokens(TRAIN_BATCH, TRAIN_TOKENS, salt=1, device=device)
+    targets = random_tokens(TRAIN_BATCH, TRAIN_TOKENS, salt=2, device=device)
+
+    def step() -> torch.Tensor:
+        losses: list[torch.Tensor] = []
+        args = (tokens,) if first else ()
+        kwargs = {"target": targets, "losses": losses} if last else {}
+        schedule.step(*args, **kwargs)
+        if last:
+            result = torch.stack(losses).mean()
+        else:
+            result = torch.linalg.vector_norm(
+                torch.stack([p.grad.norm() for p in params if p.grad is not None])
+            )
+        optimizer.step()
+        optimizer.zero_grad()
+        return result
+
+    return step
+
+
+def build_pp_inference(dim: int, compiled: bool, device: str = "cpu") -> Callable[[], Any]:
+    """This rank's stage of the pipelined Transformer and a step that runs TP inference's batch
+    forward through the pipeline, one sequence per microbatch (the schedule's eval: no
+    backward). A last stage's step returns the logits, the others what they sent last (their
+    own compute: only the last stage's check depends on the messages)."""
+    import torch
+    from torch.distributed.pipelining import ScheduleGPipe
+
+    module, stage, first, last = pipeline_stage(
+        dim, compiled, device, TP_BATCH // PP_INFER_MICROBATCHES, TP_TOKENS, training=False
+    )
+    module.eval()
+    schedule = ScheduleGPipe(stage, n_microbatches=PP_INFER_MICROBATCHES)
+    tokens = random_tokens(TP_BATCH, TP_TOKENS, salt=0, device=device)
+    sent: list[torch.Tensor] = []  # what the stage computed last (the schedule keeps nothing)
+
+    def remember(_module: Any, _args: Any, out: torch.Tensor) -> None:
+        sent[:] = [out]
+
+    module.register_forward_hook(remember)
+
+    def step() -> torch.Tensor:
+        out = schedule.eval(*((tokens,) if first else ()))
+        return out if last else sent[-1]
+
+    return step
+
+
+def pipeline_stage(
+    dim: int, compiled: bool, device: str, rows: int, tokens: int, training: bool
+) -> tuple[Any, Any, bool, bool]:
+    """(module, PipelineStage, first, last) of this rank's stage of torch's test Transformer,
+    for microbatches of `rows` x `tokens`."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.pipelining import PipelineStage
+
+    rank, stages = dist.get_rank(), dist.get_world_size()
+    model = make_transformer(dim, tokens, device)
+    if compiled:  # as for FSDP2: the blocks compiled, the schedule's sends and recvs eager
+        for i, block in enumerate(model.layers):
+            model.layers[i] = torch.compile(block)
+    module = pipeline_stage_module(model, rank, stages)
+    first, last = rank == 0, rank == stages - 1
+    activations = torch.empty(rows, tokens, dim, device=device)
+    inputs = torch.empty(rows, tokens, dtype=torch.long, device=device) if first else activations
+    outputs = torch.empty(rows, tokens, VOCAB, device=device) if last else activations
+    # Every shape is given, so no stage asks its neighbour for them at the first step (the
+    # floor's group could not answer: its recvs receive nothing).
+    grads = {}
+    if training:
+        grads["input_grads"] = (None,) if first else activations
+        grads["output_grads"] = (None,) if last else activations
+    stage = PipelineStage(
+        module, rank, stages, torch.device(device), input_args=inputs, output_args=outputs, **grads
+    )
+    return module, stage, first, last
+
+
+def pipeline_stage_module(model: Any, stage: int, stages: int) -> Any:
+    """Stage `stage` of `stages` of torch's test Transformer: an equal share of its blocks, the
+    embeddings on the first stage, the final norm and output projection on the last."""
+    import torch
+
+    if len(model.layers) % stages:
+        raise ValueError(f"pp: {len(model.layers)} blocks do not split into {stages} stages")
+    per_stage = len(model.layers) // stages
+    first, last = stage == 0, stage == stages - 1
+
+    class TransformerStage(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            if first:
+                self.tok_embeddings = model.tok_embeddings
+                self.pos_embeddings = model.pos_embeddings
+            self.layers = torch.nn.ModuleList(
+                model.layers[stage * per_stage : (stage + 1) * per_stage]
+            )
+            if last:
+                self.norm, self.output = model.norm, model.output
+
+        def forward(self, h: torch.Tensor) -> torch.Tensor:
+            if first:  # as Transformer.forward: tokens in, embeddings plus positions
+                positions = torch.arange(0, h.size(1), device=h.device)
+                h = self.tok_embeddings(h) + self.pos_embeddings(positions)
+            for layer in self.layers:
+                h = layer(h)
+            if last:
+                h = self.output(self.norm(h)).float()
+            return h
+
+    return TransformerStage()
+
+
 def release_compiled() -> None:
     """Drops the last cell's compiled code and model before the next cell builds its own."""
     import gc
@@ -446,7 +611,9 @@ def collect(
                 rank0_ms=medians[0],
                 per_rank_ms=medians,
                 times_ms=[c["times_ms"] for c in found],
+                cpu_per_rank_ms=[c.get("cpu_median_ms") for c in found],
                 check=found[0]["check"],
+                checks=[c["check"] for c in found],
                 warmup_s=max(c["warmup_s"] for c in found),
                 build_s=max(c["build_s"] for c in found),
             )
@@ -484,9 +651,12 @@ def comparisons(rows: list[dict[str, Any]], reference: str = "gloo") -> list[dic
                 entry[f"{backend}_over_floor"] = ms[backend] / ms[FLOOR]
         if ms.get(reference) and ms.get("c10d_func"):
             entry[f"{reference}_over_c10d_func"] = ms[reference] / ms["c10d_func"]
-            a, b = got[reference]["check"], got["c10d_func"]["check"]
-            # Reductions in another order round differently: agreement to 1e-3 relative.
-            entry["results_agree"] = abs(a - b) <= 1e-3 * max(abs(a), abs(b), 1e-6)
+            # Every rank's check (a pipeline's stages compute different things). Reductions in
+            # another order round differently: agreement to 1e-3 relative.
+            entry["results_agree"] = all(
+                abs(a - b) <= 1e-3 * max(abs(a), abs(b), 1e-6)
+                for a, b in zip(got[reference]["checks"], got["c10d_func"]["checks"], strict=True)
+            )
         out.append(entry)
     return out
 
@@ -542,7 +712,10 @@ def markdown(results: dict[str, Any]) -> str:
     if agree and not differ:
         lines += [
             "",
-            f"{ref} and c10d_func computed the same last loss / logits' norm in every cell.",
+            (
+                f"{ref} and c10d_func computed the same last loss / logits' norm / first stage's "
+                "gradients' norm in every cell."
+            ),
         ]
     if differ:
         lines += [
@@ -640,8 +813,8 @@ def parse_args() -> argparse.Namespace:
         "--dims", nargs="*", help="512,1024 for every workload, or tp=512,1024 fsdp2=256,512"
     )
     parser.add_argument("--iters", type=int, help="timed steps of every workload")
-    parser.add_argument("--iters-infer", type=int, default=20, help="timed steps of tp")
-    parser.add_argument("--iters-train", type=int, default=10, help="timed steps of fsdp2, ddp")
+    parser.add_argument("--iters-infer", type=int, default=20, help="timed steps of tp, pp_infer")
+    parser.add_argument("--iters-train", type=int, default=10, help="timed steps of fsdp2, ddp, pp")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps (compiled: compile)")
     parser.add_argument("--rounds", type=int, default=1, help="launches per backend; best kept")
     parser.add_argument("--timeout", type=float, default=3600, help="s per backend launch")
@@ -666,6 +839,10 @@ def parse_args() -> argparse.Namespace:
         args.iters_infer = args.iters_train = args.iters
     if args.hosts:
         args.world_size = 2 * args.per_host
+    if {"pp", "pp_infer"} & set(args.workloads) and N_LAYERS % args.world_size:
+        raise SystemExit(
+            f"--workloads pp: one stage per rank needs a world size dividing {N_LAYERS}"
+        )
     return args
 
 
