@@ -333,15 +333,13 @@ def training_step(model: Any, params: Any, device: str) -> Callable[[], Any]:
 
 
 def build_fsdp2_training(dim: int, compiled: bool, device: str = "cpu") -> Callable[[], Any]:
-    import torch
     from torch.distributed.fsdp import fully_shard
 
     model = make_transformer(dim, TRAIN_TOKENS, device)
     if compiled:
         # Compile each block, then shard it, as torchtitan does: FSDP2's all_gather and
         # reduce_scatter hooks stay eager around the compiled blocks, so no graph holds them.
-        for i, block in enumerate(model.layers):
-            model.layers[i] = torch.compile(block)
+        compile_blocks(model)
     for block in model.layers:
         fully_shard(block)
     fully_shard(model)
@@ -354,6 +352,14 @@ def build_fsdp2_training(dim: int, compiled: bool, device: str = "cpu") -> Calla
         if hasattr(module, "set_allocate_memory_from_process_group_for_comm"):
             module.set_allocate_memory_from_process_group_for_comm(True)
     return training_step(model, model.parameters(), device)
+
+
+def compile_blocks(model: Any) -> None:
+    """Replaces each of the Transformer's blocks by its torch.compile'd self."""
+    import torch
+
+    for i, block in enumerate(model.layers):
+        model.layers[i] = torch.compile(block)
 
 
 def build_ddp_training(dim: int, compiled: bool, device: str = "cpu") -> Callable[[], Any]:
@@ -452,8 +458,7 @@ def pipeline_stage(
     rank, stages = dist.get_rank(), dist.get_world_size()
     model = make_transformer(dim, tokens, device)
     if compiled:  # as for FSDP2: the blocks compiled, the schedule's sends and recvs eager
-        for i, block in enumerate(model.layers):
-            model.layers[i] = torch.compile(block)
+        compile_blocks(model)
     module = pipeline_stage_module(model, rank, stages)
     first, last = rank == 0, rank == stages - 1
     activations = torch.empty(rows, tokens, dim, device=device)
@@ -612,7 +617,6 @@ def collect(
                 per_rank_ms=medians,
                 times_ms=[c["times_ms"] for c in found],
                 cpu_per_rank_ms=[c.get("cpu_median_ms") for c in found],
-                check=found[0]["check"],
                 checks=[c["check"] for c in found],
                 warmup_s=max(c["warmup_s"] for c in found),
                 build_s=max(c["build_s"] for c in found),

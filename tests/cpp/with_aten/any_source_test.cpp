@@ -28,6 +28,20 @@ std::vector<uint8_t> bytes(const std::string& text) {
   return {text.begin(), text.end()};
 }
 
+// The count `sender` published to `receiver` on `tag` (0 while none is), once it is `expected`
+// or 10 s have passed.
+int64_t published_count_reaches(c10d::Store& store, int64_t sender, int64_t receiver, int64_t tag,
+                                int64_t expected) {
+  const std::string key = sent_count_key(sender, receiver, tag);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  int64_t published = 0;
+  while (published != expected && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+    published = store.check({key}) ? parse_sent_count(store.get(key), sender) : 0;
+  }
+  return published;
+}
+
 std::string error_of(const Completion& done) {
   done->wait();
   return done->hasError() ? done->tryRetrieveErrorMessage() : "(no error)";
@@ -134,13 +148,7 @@ TEST(AnySource, OnlyMessagesLeftWaitingForAReceiverFromAnySourceArePublished) {
   SentCounts counts(store, /*rank=*/1);
   const std::string key = sent_count_key(1, 0, 4);
   auto published_reaches = [&](int64_t expected) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    int64_t published = 0;
-    while (published != expected && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(1ms);
-      published = store->check({key}) ? parse_sent_count(store->get(key), 1) : 0;
-    }
-    return published;
+    return published_count_reaches(*store, 1, 0, 4, expected);
   };
   for (int i = 0; i < 3; ++i) {
     counts.sent(0, 4, received_send());  // taken as they came: nothing to announce
@@ -165,18 +173,11 @@ TEST(AnySource, OnlyMessagesLeftWaitingForAReceiverFromAnySourceArePublished) {
 TEST(AnySource, ASendAfterAQuietSpellWakesTheCountingThread) {
   auto store = tcp_store_server();
   SentCounts counts(store, /*rank=*/1);
-  const std::string key = sent_count_key(1, 0, 4);
   counts.sent(0, 4, received_send());
   std::this_thread::sleep_for(40 * SentCounts::kUnclaimedAfter);  // long past its quiet turns
   store->set(any_source_wanted_key(0, 4), bytes("1"));
   counts.sent(0, 4, waiting_send());
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  int64_t published = 0;
-  while (published != 2 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(1ms);
-    published = store->check({key}) ? parse_sent_count(store->get(key), 1) : 0;
-  }
-  EXPECT_EQ(published, 2);
+  EXPECT_EQ(published_count_reaches(*store, 1, 0, 4, 2), 2);
 }
 
 TEST(AnySource, AValueThatIsNoCountFailsTheRecvNamingItsSender) {
