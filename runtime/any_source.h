@@ -18,7 +18,15 @@
 //   - AnySourceWaiter, on the receiving side, polls the counts of every other member for the tag
 //     of each waiting recv, and hands the first member whose count is ahead of the messages
 //     this member has posted on that member's channel to `match`, which posts the recv there.
-// Counts are read from a store any member can write: each is parsed and bounded before use.
+//   - A channel formed on shared memory shows its sender's count itself (the collectives the
+//     sender issued on it, in its control block: Communicator::issued_by). Its sender publishes
+//     no count for the messages it posts there once formed, and the waiter takes the larger of
+//     the store's count and the shown one, which it reads every turn between the polls (loads
+//     from shared memory, not a request to the store): a recv from any source between processes
+//     of one host then waits for no store request once each sender's channel has formed.
+// Counts are read from a store any member can write: each is parsed and bounded before use. A
+// shown count is read from memory the sender writes: a wrong one only posts a recv that its
+// channel's timeout bounds.
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -63,7 +71,9 @@ class SentCounts {
   // Publishes what is still waiting, then its thread ends (without holding up this one).
   ~SentCounts();
   // A CPU message to `receiver` on `tag` was posted; `done` completes once it is received.
-  void sent(int64_t receiver, int64_t tag, const Completion& done);
+  // `shown_by_channel`: its channel shows the receiver its count (formed on shared memory), so
+  // it is not published.
+  void sent(int64_t receiver, int64_t tag, const Completion& done, bool shown_by_channel = false);
 
  private:
   c10::intrusive_ptr<c10d::Store> store_;
@@ -82,8 +92,13 @@ class AnySourceWaiter {
       std::function<std::optional<Completion>(int64_t tag, const std::vector<int64_t>& sent_counts,
                                               const at::Tensor& tensor, int64_t& source)>;
 
+  // Every member's count of messages to this member on `tag` that a formed channel shows
+  // without the store (shared memory), -1 where none does; called once per turn, under the
+  // waiter's lock as Match is.
+  using Shown = std::function<std::vector<int64_t>(int64_t tag)>;
+
   AnySourceWaiter(c10::intrusive_ptr<c10d::Store> store, int64_t rank, int64_t size,
-                  std::string group, Match match);
+                  std::string group, Match match, Shown shown = {});
   // Waiting recvs fail (their group is gone); the thread ends without holding up this one.
   ~AnySourceWaiter();
 

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -42,6 +43,23 @@ struct PointToPoint::Channel {
   std::shared_ptr<Communicator> communicator;
   // Touched by the channel's thread only.
   std::optional<std::string> formation_error;
+
+  // How many messages the sender has issued on the channel, where its communicator shows that
+  // without communicating (formed on shared memory): its sender then publishes no count to the
+  // store for them (any_source.h). Either end may ask; nullopt before forming and elsewhere.
+  std::optional<int64_t> sender_issued() {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!communicator) {
+      return std::nullopt;
+    }
+    const std::optional<uint64_t> issued = communicator->issued_by(/*member=*/0);
+    if (!issued) {
+      return std::nullopt;
+    }
+    // The sender writes it: bounded to a count (a wrong one posts a recv its timeout bounds).
+    return static_cast<int64_t>(
+        std::min<uint64_t>(*issued, static_cast<uint64_t>(std::numeric_limits<int64_t>::max())));
+  }
   // Messages this process has posted on the channel (guarded by PointToPoint::mutex_).
   int64_t posted = 0;
 
@@ -154,7 +172,8 @@ Completion PointToPoint::recv_any(const at::Tensor& tensor, int64_t tag,
         any_source_ = std::make_unique<AnySourceWaiter>(
             store_, rank_, static_cast<int64_t>(members_.size()), group_,
             [this](int64_t tag, const std::vector<int64_t>& sent_counts, const at::Tensor& tensor,
-                   int64_t& source) { return take_announced(tag, sent_counts, tensor, source); });
+                   int64_t& source) { return take_announced(tag, sent_counts, tensor, source); },
+            [this](int64_t tag) { return shown_counts(tag); });
       }
       waiter = any_source_.get();
     }
@@ -191,6 +210,20 @@ std::optional<Completion> PointToPoint::take_announced(int64_t tag,
     }
   }
   return std::nullopt;
+}
+
+std::vector<int64_t> PointToPoint::shown_counts(int64_t tag) {
+  std::vector<int64_t> counts(members_.size(), -1);
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (size_t sender = 0; sender < members_.size(); ++sender) {
+    // Only channels made already: a sender's first message is learnt from the store.
+    auto found = channels_.find(
+        {static_cast<int64_t>(sender), rank_, tag, static_cast<int>(c10::DeviceType::CPU), -1});
+    if (found != channels_.end()) {
+      counts[sender] = found->second->sender_issued().value_or(-1);
+    }
+  }
+  return counts;
 }
 
 Completion PointToPoint::observed_post(const at::Tensor& tensor, int64_t sender, int64_t receiver,
@@ -247,7 +280,8 @@ Completion PointToPoint::post(const at::Tensor& tensor, int64_t sender, int64_t 
   auto channel = channel_for(sender, receiver, tag, tensor.device());
   Completion done = enqueue(*channel, tensor, std::move(buffer));
   if (sent_counts_ && sender == rank_ && tensor.device().is_cpu()) {
-    sent_counts_->sent(receiver, tag, done);
+    sent_counts_->sent(receiver, tag, done,
+                       /*shown_by_channel=*/channel->sender_issued().has_value());
   }
   return done;
 }

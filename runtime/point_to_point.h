@@ -78,6 +78,9 @@ class PointToPoint {
   // recv that named its sender and queued behind recvs from any source, on that sender's).
   std::optional<Completion> take_announced(int64_t tag, const std::vector<int64_t>& sent_counts,
                                            const at::Tensor& tensor, int64_t& source);
+  // AnySourceWaiter's Shown: per member, the messages its formed CPU channel to this member on
+  // `tag` shows it issued (shared memory), -1 where none shows a count.
+  std::vector<int64_t> shown_counts(int64_t tag);
   Completion observed_post(const at::Tensor& tensor, int64_t sender, int64_t receiver, int64_t tag);
 
   c10::intrusive_ptr<c10d::Store> store_;

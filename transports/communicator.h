@@ -101,6 +101,11 @@ class Communicator {
   virtual std::vector<std::pair<std::string, int64_t>> memory_stats() const;
   // What it has done, where something observes it (nullopt for a bare transport).
   virtual std::optional<Activity> activity() const { return std::nullopt; }
+  // How many collectives `member` has issued on this communicator, where the transport can tell
+  // without communicating (shm: the count each member publishes in its control block); nullopt
+  // where it cannot. A peer writes it: a caller may rely on it only as far as a wrong value
+  // cannot hurt (a message's receiver posts a recv that the channel's timeout then bounds).
+  virtual std::optional<uint64_t> issued_by(int64_t member) const { return std::nullopt; }
 
   // A communicator for this member's part of a partition of all its members, made in one
   // collective call of every member (ncclCommSplit): `color` picks the part, `key` orders

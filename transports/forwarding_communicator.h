@@ -52,6 +52,9 @@ class ForwardingCommunicator : public Communicator {
     return inner_->memory_stats();
   }
   std::optional<Activity> activity() const override { return inner_->activity(); }
+  std::optional<uint64_t> issued_by(int64_t member) const override {
+    return inner_->issued_by(member);
+  }
   std::shared_ptr<Communicator> split(int64_t color, int64_t key) override {
     return inner_->split(color, key);
   }

@@ -575,6 +575,22 @@ def body_recv_from_any_source(rank: int, world_size: int) -> list[str]:
         early.wait()
         check.true("source once received", early._source_rank() == 1)
 
+    # Once a channel has formed (on shm: its messages are then shown to the receiver in shared
+    # memory, not counted in the store), a recv from any source still takes every message, in
+    # order, one at a time as a request and reply would send them.
+    if rank in (0, 1):
+        for i in range(20):
+            if rank == 1:
+                dist.send(message_of(1, 10 + i), 0, tag=10)
+                dist.recv(torch.empty(1), 0, tag=11)
+            else:
+                out = torch.full((6,), -1.0)
+                source = dist.recv(out, tag=10)
+                if source != 1 or not out.equal(message_of(1, 10 + i)):
+                    check.true(f"formed channel, message {i}: {out.tolist()} from {source}", False)
+                dist.send(torch.ones(1), 1, tag=11)
+    dist.barrier()
+
     # In a subgroup, recv from any source returns the sender's global rank.
     if world_size >= 3:
         members = list(range(world_size - 1, 0, -1))  # [3, 2, 1] at 4 ranks

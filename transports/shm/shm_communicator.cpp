@@ -131,6 +131,13 @@ class ShmCommunicator final : public Communicator {
     return counters;
   }
 
+  std::optional<uint64_t> issued_by(int64_t member) const override {
+    if (member < 0 || member >= size_) {
+      return std::nullopt;
+    }
+    return sync_.control(member).issued.load(std::memory_order_acquire);
+  }
+
   Completion all_reduce(const at::Tensor& buffer, ReduceOp reduce_op) override {
     return all_reduce_into(buffer, buffer, reduce_op);
   }

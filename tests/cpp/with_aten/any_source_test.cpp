@@ -1,6 +1,7 @@
 // Receiving from any source (runtime/any_source.h) on a real TCPStore server in this process:
 // what a sender counts reaches the waiter, which hands every member's count to its Match and
-// completes with the member Match took; a count that is not one fails the recv naming its
+// completes with the member Match took; counts a formed channel shows are taken without the
+// store, and not published by their sender; a count that is not one fails the recv naming its
 // sender (the store is writable by any member); a recv naming its sender waits behind earlier
 // recvs from any source of its tag; no count ahead fails at the timeout; a waiter destroyed with
 // recvs waiting fails them.
@@ -178,6 +179,49 @@ TEST(AnySource, ASendAfterAQuietSpellWakesTheCountingThread) {
   store->set(any_source_wanted_key(0, 4), bytes("1"));
   counts.sent(0, 4, waiting_send());
   EXPECT_EQ(published_count_reaches(*store, 1, 0, 4, 2), 2);
+}
+
+// A channel formed on shared memory shows its sender's count (any_source.h): its messages are
+// taken with no count in the store, the store's count raised to the shown one, and a sender
+// publishes none for them; a count it publishes later covers them (a count is of messages posted).
+TEST(AnySource, CountsAFormedChannelShowsAreTakenWithoutTheStore) {
+  auto store = tcp_store_server();
+  RecordingMatch match(3);
+  std::atomic<int64_t> shown_by_one{0};
+  AnySourceWaiter waiter(store, /*rank=*/0, /*size=*/3, "test group", match.function(),
+                         [&](int64_t tag) {
+                           // A lower count than the store's (rank 2's) is never taken for it.
+                           return tag == 5 ? std::vector<int64_t>{7, shown_by_one.load(), 0}
+                                           : std::vector<int64_t>{-1, -1, -1};
+                         });
+  SentCounts from_one(store, /*rank=*/1);
+  auto source = std::make_shared<std::atomic<int>>(-1);
+  auto done = waiter.wait_for(at::Tensor(), /*tag=*/5, source, 10s);
+  std::this_thread::sleep_for(20ms);  // nothing shown or counted yet
+  EXPECT_FALSE(done->completed());
+  // Rank 1 posts two messages on its formed channel: shown, not published.
+  from_one.sent(0, 5, waiting_send(), /*shown_by_channel=*/true);
+  from_one.sent(0, 5, waiting_send(), /*shown_by_channel=*/true);
+  shown_by_one = 2;
+  done->wait();
+  EXPECT_FALSE(done->hasError()) << done->tryRetrieveErrorMessage();
+  EXPECT_EQ(source->load(), 1);
+  auto second = waiter.wait_for(at::Tensor(), 5, source, 10s);
+  second->wait();
+  EXPECT_EQ(source->load(), 1);
+  {
+    std::lock_guard<std::mutex> lock(match.mutex);
+    // This member's own slot stays -1 whatever is shown there; rank 1's store count (0) is
+    // raised to the shown 2.
+    ASSERT_FALSE(match.seen.empty());
+    EXPECT_EQ(match.seen.back(), (std::vector<int64_t>{-1, 2, 0}));
+    EXPECT_EQ(match.posted, (std::vector<std::string>{"any 1", "any 1"}));
+  }
+  std::this_thread::sleep_for(20 * SentCounts::kUnclaimedAfter);
+  EXPECT_EQ(parse_sent_count(store->get(sent_count_key(1, 0, 5)), 1), 0);  // the waiter's "0"
+  // A message whose channel shows nothing (one between hosts) is published, with those before.
+  from_one.sent(0, 5, waiting_send());
+  EXPECT_EQ(published_count_reaches(*store, 1, 0, 5, 3), 3);
 }
 
 TEST(AnySource, AValueThatIsNoCountFailsTheRecvNamingItsSender) {
