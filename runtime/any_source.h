@@ -22,8 +22,10 @@
 //     sender issued on it, in its control block: Communicator::issued_by). Its sender publishes
 //     no count for the messages it posts there once formed, and the waiter takes the larger of
 //     the store's count and the shown one, which it reads every turn between the polls (loads
-//     from shared memory, not a request to the store): a recv from any source between processes
-//     of one host then waits for no store request once each sender's channel has formed.
+//     from shared memory, not a request to the store), and so does the thread that waits a recv,
+//     before it blocks (help_when_waited): a recv from any source between processes of one host
+//     then waits for no store request once each sender's channel has formed, and is taken by
+//     the thread that waits it.
 // Counts are read from a store any member can write: each is parsed and bounded before use. A
 // shown count is read from memory the sender writes: a wrong one only posts a recv that its
 // channel's timeout bounds.

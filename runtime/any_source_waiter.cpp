@@ -4,6 +4,7 @@
 #include "runtime/any_source.h"
 
 #include <ATen/core/ivalue.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
 
 #include "runtime/store_connections.h"
@@ -50,8 +51,16 @@ struct AnySourceWaiter::State {
   bool stopping = false;
   bool posted_since_poll = false;
 
+  // Per tag, the counts the last poll read (a poll runs outside `mutex`, and stores them under it).
+  std::map<int64_t, std::vector<int64_t>> last_read;
+
   // Touched by the polling thread only.
   std::set<int64_t> tags_with_keys;
+
+  using Clock = std::chrono::steady_clock;
+  // For how long after a recv is posted or matched turns follow each other a yield apart (the
+  // polling thread's, and a waiter's own: help_waiter).
+  static constexpr auto kQuickTurnsFor = std::chrono::microseconds(200);
 
   std::string what(int64_t tag) const {
     return "recv from any source (tag " + std::to_string(tag) + ") on " + group;
@@ -178,6 +187,64 @@ struct AnySourceWaiter::State {
     return counts;
   }
 
+  // The help of a recv from any source (help_when_waited), run by the thread that waits it
+  // before it blocks: for up to kQuickTurnsFor, a yield apart, while the recv is the first that
+  // waits on its tag and a formed channel shows a count, it retries the recv here against the
+  // counts last read raised to the shown ones. A message between processes of one host is then
+  // taken, and its transfer run, by the thread that waits for it: no hand-off to the polling
+  // thread and back. Counts only the store can tell are left to the polling thread, which goes on
+  // meanwhile (either takes the recv, under `mutex`, in posting order).
+  void help_waiter(const c10::ivalue::Future* key) {
+    const auto until = Clock::now() + kQuickTurnsFor;
+    while (true) {
+      Settled settled;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (stopping || !match) {
+          return;
+        }
+        auto it = std::find_if(waiting.begin(), waiting.end(),
+                               [key](const WaitingRecv& recv) { return recv.done.get() == key; });
+        if (it == waiting.end()) {
+          return;  // taken or failed already
+        }
+        const int64_t tag = it->tag;
+        const bool first_of_tag = std::none_of(
+            waiting.begin(), it, [tag](const WaitingRecv& recv) { return recv.tag == tag; });
+        auto read = last_read.find(tag);
+        if (first_of_tag && read != last_read.end()) {
+          bool shown_any = false;
+          const auto counts = with_shown({{tag, read->second}}, shown_any);
+          if (!shown_any) {
+            return;  // only the store can tell: the polling thread's
+          }
+          int64_t source = -1;
+          std::optional<Completion> message;
+          try {
+            message = match(tag, counts.at(tag), it->tensor, source);
+          } catch (const std::exception&) {
+            return;  // the polling thread's settle meets it again and fails the recv
+          }
+          if (message) {
+            it->source->store(static_cast<int>(source));
+            settled.matched.emplace_back(it->done, *message);
+            waiting.erase(it);
+          }
+        }
+      }
+      if (!settled.matched.empty()) {
+        const Completion message = settled.matched.front().second;
+        settled.finish();
+        run_deferred_wait(message);  // the transfer, where the transport left it to its waiter
+        return;
+      }
+      if (Clock::now() >= until) {
+        return;
+      }
+      std::this_thread::yield();
+    }
+  }
+
   void run() {
     // A poll reads the counts in the store (a request to its server); polls come back to back
     // while recvs keep matching, then back off to kLongestNap apart. Between polls, turns retry
@@ -186,13 +253,10 @@ struct AnySourceWaiter::State {
     // follow each other with only a yield between them, where a channel shows a count, so that a
     // message between processes of one host is taken within microseconds of being sent.
     constexpr auto kLongestNap = std::chrono::microseconds(2000);
-    constexpr auto kQuickTurnsFor = std::chrono::microseconds(200);
-    using Clock = std::chrono::steady_clock;
     std::chrono::microseconds nap(0);  // from one poll to the next
     Clock::time_point next_poll{};
     Clock::time_point quick_until{};
-    bool shown_any = false;                        // on the last turn
-    std::map<int64_t, std::vector<int64_t>> read;  // per tag: the counts the last poll read
+    bool shown_any = false;  // on the last turn
     while (true) {
       std::vector<int64_t> tags;
       std::map<int64_t, std::string> errors;
@@ -231,13 +295,15 @@ struct AnySourceWaiter::State {
             tags.push_back(recv.tag);
           }
         }
-        polled = now >= next_poll || std::any_of(tags.begin(), tags.end(),
-                                                 [&](int64_t tag) { return !read.count(tag); });
+        polled = now >= next_poll || std::any_of(tags.begin(), tags.end(), [&](int64_t tag) {
+                   return !last_read.count(tag);
+                 });
       }
+      std::map<int64_t, std::vector<int64_t>> fresh;
       if (polled) {
         for (int64_t tag : tags) {
           try {
-            read[tag] = sent_counts(*connection, tag);
+            fresh[tag] = sent_counts(*connection, tag);
           } catch (const std::exception& error) {
             errors[tag] = error.what();
           }
@@ -245,9 +311,12 @@ struct AnySourceWaiter::State {
       }
       {
         std::lock_guard<std::mutex> lock(mutex);
+        for (auto& [tag, counts] : fresh) {
+          last_read[tag] = std::move(counts);
+        }
         std::map<int64_t, std::vector<int64_t>> of_tags;
         for (int64_t tag : tags) {
-          if (auto found = read.find(tag); found != read.end() && !errors.count(tag)) {
+          if (auto found = last_read.find(tag); found != last_read.end() && !errors.count(tag)) {
             of_tags.emplace(tag, found->second);
           }
         }
@@ -296,6 +365,15 @@ Completion AnySourceWaiter::wait_for(const at::Tensor& tensor, int64_t tag,
   state_->waiting.push_back(
       {tensor, tag, std::move(source), done, std::chrono::steady_clock::now() + timeout, timeout});
   state_->posted_since_poll = true;
+  help_when_waited(done, [state = std::weak_ptr<State>(state_), key = done.get()] {
+    if (auto alive = state.lock()) {
+      // The transfer must not meet the waiter's Python dispatch modes, which would see the
+      // transport's own tensor operations (as TaskQueue's help; the polling thread has none).
+      c10::impl::ExcludeDispatchKeyGuard no_python(
+          c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+      alive->help_waiter(key);
+    }
+  });
   if (!state_->running) {
     state_->running = true;
     // Detached: a store request in flight may take up to the store's timeout to return.

@@ -1,10 +1,10 @@
 // Receiving from any source (runtime/any_source.h) on a real TCPStore server in this process:
 // what a sender counts reaches the waiter, which hands every member's count to its Match and
 // completes with the member Match took; counts a formed channel shows are taken without the
-// store, and not published by their sender; a count that is not one fails the recv naming its
-// sender (the store is writable by any member); a recv naming its sender waits behind earlier
-// recvs from any source of its tag; no count ahead fails at the timeout; a waiter destroyed with
-// recvs waiting fails them.
+// store (by the thread that waits the recv, where it can), and not published by their sender; a
+// count that is not one fails the recv naming its sender (the store is writable by any member); a
+// recv naming its sender waits behind earlier recvs from any source of its tag; no count ahead
+// fails at the timeout; a waiter destroyed with recvs waiting fails them.
 #include "runtime/any_source.h"
 
 #include "tcp_store_server.h"
@@ -222,6 +222,41 @@ TEST(AnySource, CountsAFormedChannelShowsAreTakenWithoutTheStore) {
   // A message whose channel shows nothing (one between hosts) is published, with those before.
   from_one.sent(0, 5, waiting_send());
   EXPECT_EQ(published_count_reaches(*store, 1, 0, 5, 3), 3);
+}
+
+// The thread that waits a recv from any source takes a message a formed channel shows itself
+// (help_waiter), before it blocks: here only that thread is shown the message, which the polling
+// thread therefore never takes.
+TEST(AnySource, TheThreadThatWaitsTakesAShownMessageItself) {
+  auto store = tcp_store_server();
+  RecordingMatch match(2);
+  const std::thread::id waiting_thread = std::this_thread::get_id();
+  std::mutex mutex;
+  std::vector<std::thread::id> matched_on;
+  AnySourceWaiter::Match recording = match.function();
+  AnySourceWaiter waiter(
+      store, /*rank=*/0, /*size=*/2, "test group",
+      [&](int64_t tag, const std::vector<int64_t>& counts, const at::Tensor& tensor,
+          int64_t& source) {
+        auto message = recording(tag, counts, tensor, source);
+        if (message) {
+          std::lock_guard<std::mutex> lock(mutex);
+          matched_on.push_back(std::this_thread::get_id());
+        }
+        return message;
+      },
+      [&](int64_t) {
+        return std::vector<int64_t>{-1, std::this_thread::get_id() == waiting_thread ? 1 : 0};
+      });
+  auto source = std::make_shared<std::atomic<int>>(-1);
+  auto done = waiter.wait_for(at::Tensor(), /*tag=*/5, source, 2s);
+  std::this_thread::sleep_for(20ms);  // the polling thread has read the store's counts
+  EXPECT_FALSE(done->completed());
+  wait_completion(done);
+  EXPECT_FALSE(done->hasError()) << done->tryRetrieveErrorMessage();
+  EXPECT_EQ(source->load(), 1);
+  std::lock_guard<std::mutex> lock(mutex);
+  EXPECT_EQ(matched_on, (std::vector<std::thread::id>{waiting_thread}));
 }
 
 TEST(AnySource, AValueThatIsNoCountFailsTheRecvNamingItsSender) {
