@@ -188,8 +188,8 @@ struct AnySourceWaiter::State {
   }
 
   // The help of a recv from any source (help_when_waited), run by the thread that waits it
-  // before it blocks: for up to kQuickTurnsFor, a yield apart, while the recv is the first that
-  // waits on its tag and a formed channel shows a count, it retries the recv here against the
+  // before it blocks: for up to kQuickTurnsFor, a yield apart, while a formed channel shows a
+  // count for its tag, it settles that tag's recvs here (settle: in posting order) against the
   // counts last read raised to the shown ones. A message between processes of one host is then
   // taken, and its transfer run, by the thread that waits for it: no hand-off to the polling
   // thread and back. Counts only the store can tell are left to the polling thread, which goes on
@@ -208,35 +208,26 @@ struct AnySourceWaiter::State {
         if (it == waiting.end()) {
           return;  // taken or failed already
         }
-        const int64_t tag = it->tag;
-        const bool first_of_tag = std::none_of(
-            waiting.begin(), it, [tag](const WaitingRecv& recv) { return recv.tag == tag; });
-        auto read = last_read.find(tag);
-        if (first_of_tag && read != last_read.end()) {
+        if (auto read = last_read.find(it->tag); read != last_read.end()) {
           bool shown_any = false;
-          const auto counts = with_shown({{tag, read->second}}, shown_any);
+          const auto counts = with_shown({{it->tag, read->second}}, shown_any);
           if (!shown_any) {
             return;  // only the store can tell: the polling thread's
           }
-          int64_t source = -1;
-          std::optional<Completion> message;
           try {
-            message = match(tag, counts.at(tag), it->tensor, source);
+            // As a turn of the polling thread, on this tag's counts: recvs in posting order.
+            settled = settle(counts, {});
           } catch (const std::exception&) {
-            return;  // the polling thread's settle meets it again and fails the recv
-          }
-          if (message) {
-            it->source->store(static_cast<int>(source));
-            settled.matched.emplace_back(it->done, *message);
-            waiting.erase(it);
+            return;  // the polling thread meets it again
           }
         }
       }
-      if (!settled.matched.empty()) {
-        const Completion message = settled.matched.front().second;
-        settled.finish();
-        run_deferred_wait(message);  // the transfer, where the transport left it to its waiter
-        return;
+      settled.finish();
+      for (const auto& [done, message] : settled.matched) {
+        if (done.get() == key) {
+          run_deferred_wait(message);  // the transfer, where the transport left it to its waiter
+          return;
+        }
       }
       if (Clock::now() >= until) {
         return;
