@@ -193,6 +193,40 @@ def _wait_untracked_tensors_in_cpp(wait: Callable[[Any], Any]) -> Callable[[Any]
     return wait_tensor
 
 
+# torch.distributed: `_set_pg_timeout`, the way torch's own DistributedTest and
+# `dist.breakpoint` change a group's timeout. torch 2.11's changes Gloo and NCCL backends only
+# (any other gets a warning and keeps its timeout); 2.14's goes through ProcessGroup.set_timeout,
+# which reaches every backend. A Gloo program that shortens a group's timeout must do the same
+# on backend "c10d_func" (parity): where torch has no `set_timeout`, the group's c10d_func
+# backends take the timeout too, and torch's function is left the rest.
+# Checked: 2.11.0 (wrapped), 2.14.1 (torch's own, unchanged). Hook: 2.14's `set_timeout`.
+def _set_pg_timeout_on_every_backend(set_pg_timeout: Callable[..., None]) -> Callable[..., None]:
+    c10d = sys.modules["torch.distributed.distributed_c10d"]
+
+    def set_timeout_of_each_backend(timeout: Any, group: Any = None) -> None:
+        from ._C import is_func_backend
+
+        if hasattr(c10d, "set_timeout"):
+            set_pg_timeout(timeout, group)  # reaches every backend already
+            return
+        group = c10d._get_default_group() if group is None else group
+        if c10d._rank_not_in_group(group):
+            raise ValueError("Invalid process group specified")
+        ours, others = {}, False
+        for device in group._device_types:
+            backend = group._get_backend(device)
+            if is_func_backend(backend):
+                ours[id(backend)] = backend  # one backend may serve cpu and cuda
+            else:
+                others = True
+        if others or not ours:
+            set_pg_timeout(timeout, group)
+        for backend in ours.values():
+            backend.set_timeout(timeout)
+
+    return set_timeout_of_each_backend
+
+
 PATCHES: tuple[Patch, ...] = (
     Patch(
         "follow_default_group",
@@ -254,6 +288,15 @@ PATCHES: tuple[Patch, ...] = (
         "give inductor's runtime estimates the group size of c10d_func collectives: without it "
         "the overlap passes may fail on them",
         _group_size_for_runtime_estimates,
+    ),
+    Patch(
+        "set_pg_timeout_on_every_backend",
+        "torch.distributed.distributed_c10d",
+        "_set_pg_timeout",
+        False,
+        "let torch 2.11's _set_pg_timeout change a c10d_func group's timeout as it changes a "
+        "Gloo group's: without it the group keeps the timeout it was made with",
+        _set_pg_timeout_on_every_backend,
     ),
 )
 

@@ -261,7 +261,19 @@ PYBIND11_MODULE(_C, m) {
           .def("perform_nocolor_split", &FuncBackend::perform_nocolor_split,
                py::call_guard<py::gil_scoped_release>(), py::arg("device"),
                "new_group's step on a member outside the new group when the world's device "
-               "communicator splits: joins the split as no part.");
+               "communicator splits: joins the split as no part.")
+          // torch 2.14's Backend binds these three for every backend; 2.11's does not, though
+          // its ProcessGroup calls them (split_group, merge_remote_group) and programs read
+          // the options all the same.
+          .def_property_readonly(
+              "options", [](FuncBackend& backend) { return backend.getBackendOptions(); },
+              "The group's options: timeout, name, global ranks and transports.")
+          .def("split", &FuncBackend::split, py::call_guard<py::gil_scoped_release>(),
+               py::arg("store"), py::arg("ranks"), py::arg("opts"),
+               "split_group's step: the part `ranks` of this group (None outside it).")
+          .def("merge", &FuncBackend::merge, py::call_guard<py::gil_scoped_release>(),
+               py::arg("store"), py::arg("opts"), py::arg("rank"), py::arg("size"),
+               "merge_remote_group's step: a group of `size` members meeting in `store`.");
   py::class_<FuncBackend::Options, c10d::Backend::Options,
              c10::intrusive_ptr<FuncBackend::Options>>(backend_class, "Options")
       .def_readonly("transport", &FuncBackend::Options::transport,

@@ -278,7 +278,10 @@ def body_options_and_set_timeout(rank: int, world_size: int) -> list[str]:
             f"{name}: options carry the group's timeout ({options._timeout})",
             options._timeout == SHORT,
         )
-        dist.set_timeout(datetime.timedelta(seconds=7), group)
+        # torch 2.11 has only the private form (which reaches c10d_func's backends through
+        # c10d_func's patch, as it reaches Gloo's).
+        set_timeout = getattr(dist, "set_timeout", dist.distributed_c10d._set_pg_timeout)
+        set_timeout(datetime.timedelta(seconds=7), group)
         check.true(
             f"{name}: set_timeout reaches the options ({cpu_backend(group).options._timeout})",
             cpu_backend(group).options._timeout == datetime.timedelta(seconds=7),
@@ -543,7 +546,10 @@ def body_split_and_merge(rank: int, world_size: int) -> list[str]:
         check.true(
             f"{name}: non-member of a split gets None ({outside})", (outside is None) == (rank != 0)
         )
-        # merge_remote_group: every rank joins one merged group through a store of its own.
+    # merge_remote_group: every rank joins one merged group through a store of its own. From
+    # parents of their own: torch 2.11's Gloo does not merge a group split as above (its merge
+    # then hangs).
+    for name, parent in both_groups().items():
         store = dist.PrefixStore(f"merge/{name}/", dist.distributed_c10d._get_default_store())
         merged = parent.merge_remote_group(store, world_size, GROUP_TIMEOUT)
         t = torch.full((3,), float(merged.rank() + 1))

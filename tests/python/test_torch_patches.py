@@ -5,6 +5,7 @@ loudly (a required patch at import, an optional one with a warning). One process
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import importlib
 import json
 import subprocess
@@ -32,6 +33,7 @@ EXPECTED = {
     "keep_waits_apart_from_their_collectives",
     "group_size_for_runtime_estimates",
     "wait_untracked_tensors_in_cpp",
+    "set_pg_timeout_on_every_backend",
 }
 
 
@@ -228,8 +230,52 @@ def test_wait_untracked_tensors_in_cpp_leaves_tracked_traced_and_moded_tensors_t
     assert targets == [torch.ops._c10d_functional.wait_tensor.default]
 
 
+def test_set_pg_timeout_on_every_backend_changes_a_c10d_func_groups_timeout(monkeypatch):
+    """Where torch has no dist.set_timeout (2.11), _set_pg_timeout changes a c10d_func group's
+    timeout as torch's changes a Gloo group's, without torch's warning; where it has one (2.14),
+    torch's function stays."""
+    import c10d_func  # noqa: F401  (registers the backend)
+
+    c10d = dist.distributed_c10d
+    torchs: list[object] = []
+
+    def torchs_own(timeout: object, group: object = None) -> None:
+        torchs.append(timeout)
+
+    set_pg_timeout = _torch_patches._set_pg_timeout_on_every_backend(torchs_own)
+    if hasattr(c10d, "set_timeout"):
+        # torch's own reaches every backend: left to it, whatever the group.
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+        try:
+            set_pg_timeout(datetime.timedelta(seconds=5))
+        finally:
+            dist.destroy_process_group()
+        assert torchs == [datetime.timedelta(seconds=5)]
+        torchs.clear()
+        monkeypatch.delattr(c10d, "set_timeout")  # as on torch 2.11
+    dist.init_process_group(
+        "c10d_func", store=dist.HashStore(), rank=0, world_size=1,
+        timeout=datetime.timedelta(seconds=60),
+    )  # fmt: skip
+    try:
+        backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+        set_pg_timeout(datetime.timedelta(seconds=7))
+        assert backend.options._timeout == datetime.timedelta(seconds=7)
+        assert torchs == []  # the group has no backend of torch's
+    finally:
+        dist.destroy_process_group()
+    # A group of torch's backends is left to torch's function.
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+    try:
+        set_pg_timeout(datetime.timedelta(seconds=9))
+        assert torchs == [datetime.timedelta(seconds=9)]
+    finally:
+        dist.destroy_process_group()
+
+
 def test_a_torch_without_an_optional_target_warns_with_what_is_lost():
-    patch = dataclasses.replace(_torch_patches.PATCHES[-1], name="test_only_optional")
+    patch = next(p for p in _torch_patches.PATCHES if p.name == "group_size_for_runtime_estimates")
+    patch = dataclasses.replace(patch, name="test_only_optional")
     with pytest.warns(RuntimeWarning, match=r"has no torch\._inductor\.comm_analysis\.get_collec"):
         _torch_patches.apply(patch, types.SimpleNamespace())
     assert _torch_patches._status["test_only_optional"] == "missing"
