@@ -6,10 +6,11 @@
 
 #include "runtime/torch_flight_recorder.h"
 
-// The recorder's layout and methods, as this file uses them, are those of torch 2.14; an older
-// torch records nothing of c10d_func's (see docs/observability.md). Its header needs
-// nlohmann/json (scripts/install.sh installs it).
-#if (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 14)) && \
+// The recorder's layout and methods, as this file uses them, are those of torch 2.11 to 2.14
+// (compiled from the header of the torch built against, which is the same in both but for its
+// dump's locking); an older torch records nothing of c10d_func's (see docs/observability.md).
+// Its header needs nlohmann/json (scripts/install.sh installs it).
+#if (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 11)) && \
     __has_include(<nlohmann/json.hpp>)
 #define C10D_FUNC_FLIGHT_RECORDER 1
 // What the recorder's header includes keeps its own visibility; only the recorder is hidden.
@@ -267,7 +268,7 @@ void flight_dump_on_failure(int64_t global_rank) {
 
 }  // namespace c10d_func
 
-#else  // torch before 2.14: nothing is recorded
+#else  // torch before 2.11: nothing is recorded
 
 namespace c10d_func {
 bool flight_recorder_enabled() {

@@ -25,6 +25,7 @@ backend through `Backend.register_backend`), and torch's private functions it on
 
 from __future__ import annotations
 
+import datetime
 import sys
 import warnings
 from collections.abc import Callable
@@ -227,6 +228,36 @@ def _set_pg_timeout_on_every_backend(set_pg_timeout: Callable[..., None]) -> Cal
     return set_timeout_of_each_backend
 
 
+# torch.distributed: `monitored_barrier`. torch 2.11's refuses in Python every group whose backend
+# is not named "gloo" ("monitored_barrier is only implemented for GLOO backend"), though the
+# group's own `monitored_barrier` method reaches any backend; 2.14's asks only for a CPU backend.
+# A Gloo program's monitored_barrier must run on backend "c10d_func": where torch refuses a group
+# whose CPU backend is c10d_func's, the call goes to the group's method as 2.14's does.
+# Checked: 2.11.0 (refuses, wrapped), 2.14.1 (torch's own runs). Hook: 2.14's check.
+def _monitored_barrier_of_any_cpu_backend(barrier: Callable[..., Any]) -> Callable[..., Any]:
+    c10d = sys.modules["torch.distributed.distributed_c10d"]
+
+    def monitored_barrier(group: Any = None, timeout: Any = None, wait_all_ranks: bool = False):
+        try:
+            return barrier(group, timeout, wait_all_ranks)
+        except ValueError as refused:
+            from ._C import is_func_backend
+
+            group_to_use = c10d._get_default_group() if group is None else group
+            if "only implemented for GLOO" not in str(refused) or not is_func_backend(
+                group_to_use._get_backend(torch.device("cpu"))
+            ):
+                raise
+        if timeout is None:
+            timeout = c10d._get_default_timeout(c10d.get_backend(group))
+        elif isinstance(timeout, float):
+            timeout = datetime.timedelta(seconds=timeout)  # as torch converts it
+        c10d._check_valid_timeout(timeout)
+        return group_to_use.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
+
+    return monitored_barrier
+
+
 PATCHES: tuple[Patch, ...] = (
     Patch(
         "follow_default_group",
@@ -297,6 +328,24 @@ PATCHES: tuple[Patch, ...] = (
         "let torch 2.11's _set_pg_timeout change a c10d_func group's timeout as it changes a "
         "Gloo group's: without it the group keeps the timeout it was made with",
         _set_pg_timeout_on_every_backend,
+    ),
+    # Both names: `torch.distributed` binds its own copy of the function (a star import).
+    Patch(
+        "monitored_barrier_of_any_cpu_backend",
+        "torch.distributed",
+        "monitored_barrier",
+        False,
+        "let torch 2.11's dist.monitored_barrier run on a c10d_func group as on a Gloo group: "
+        "without it 2.11 refuses it (the group's own monitored_barrier method still works)",
+        _monitored_barrier_of_any_cpu_backend,
+    ),
+    Patch(
+        "c10d_monitored_barrier_of_any_cpu_backend",
+        "torch.distributed.distributed_c10d",
+        "monitored_barrier",
+        False,
+        "the same for distributed_c10d.monitored_barrier, called by that name",
+        _monitored_barrier_of_any_cpu_backend,
     ),
 )
 

@@ -42,9 +42,12 @@ def body_act_in_compiled_programs(rank: int, world_size: int) -> list[str]:
             problems.append(f"{what}: {problem}")
         if type(out) is not torch.Tensor:
             problems.append(f"{what}: compiled output is a {type(out).__name__}")
-    if counter.frame_count != 1:
+    # torch 2.11's Dynamo guards on the input's subclass (torch's own ACT, which c10d_func's eager
+    # ops return, recompiles there for a plain tensor); 2.14's does not.
+    expected = 1 if torch.torch_version.TorchVersion(torch.__version__) >= (2, 14) else 2
+    if counter.frame_count != expected:
         problems.append(
-            f"{counter.frame_count} compilations, expected 1 (no recompile for a plain tensor)"
+            f"{counter.frame_count} compilations, expected {expected} (one graph per input kind)"
         )
 
     # An ACT reaching a compiled backward as its tangent.

@@ -34,6 +34,8 @@ EXPECTED = {
     "group_size_for_runtime_estimates",
     "wait_untracked_tensors_in_cpp",
     "set_pg_timeout_on_every_backend",
+    "monitored_barrier_of_any_cpu_backend",
+    "c10d_monitored_barrier_of_any_cpu_backend",
 }
 
 
@@ -269,6 +271,29 @@ def test_set_pg_timeout_on_every_backend_changes_a_c10d_func_groups_timeout(monk
     try:
         set_pg_timeout(datetime.timedelta(seconds=9))
         assert torchs == [datetime.timedelta(seconds=9)]
+    finally:
+        dist.destroy_process_group()
+
+
+def test_monitored_barrier_of_any_cpu_backend_runs_where_torch_refuses_a_c10d_func_group():
+    """Where torch refuses a group not named "gloo" (2.11), dist.monitored_barrier on a c10d_func
+    group runs the group's own monitored_barrier; any other refusal stays torch's."""
+    import c10d_func  # noqa: F401  (registers the backend)
+
+    def refusing(group: object = None, timeout: object = None, wait_all_ranks: bool = False):
+        raise ValueError("monitored_barrier is only implemented for GLOO backend.")
+
+    barrier = _torch_patches._monitored_barrier_of_any_cpu_backend(refusing)
+    dist.init_process_group("c10d_func", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        assert barrier(timeout=datetime.timedelta(seconds=5)) is None
+        assert barrier(dist.group.WORLD, 5.0, wait_all_ranks=True) is None
+    finally:
+        dist.destroy_process_group()
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+    try:
+        with pytest.raises(ValueError, match="only implemented for GLOO"):
+            barrier()
     finally:
         dist.destroy_process_group()
 
