@@ -206,6 +206,7 @@ def _set_pg_timeout_on_every_backend(set_pg_timeout: Callable[..., None]) -> Cal
 
     def set_timeout_of_each_backend(timeout: Any, group: Any = None) -> None:
         from ._C import is_func_backend
+        from ._registry import device_backend  # unwraps DETAIL's ProcessGroupWrapper
 
         if hasattr(c10d, "set_timeout"):
             set_pg_timeout(timeout, group)  # reaches every backend already
@@ -215,7 +216,7 @@ def _set_pg_timeout_on_every_backend(set_pg_timeout: Callable[..., None]) -> Cal
             raise ValueError("Invalid process group specified")
         ours, others = {}, False
         for device in group._device_types:
-            backend = group._get_backend(device)
+            backend = device_backend(group, device.type)
             if is_func_backend(backend):
                 ours[id(backend)] = backend  # one backend may serve cpu and cuda
             else:
@@ -242,10 +243,13 @@ def _monitored_barrier_of_any_cpu_backend(barrier: Callable[..., Any]) -> Callab
             return barrier(group, timeout, wait_all_ranks)
         except ValueError as refused:
             from ._C import is_func_backend
+            from ._registry import device_backend  # unwraps DETAIL's ProcessGroupWrapper
 
             group_to_use = c10d._get_default_group() if group is None else group
-            if "only implemented for GLOO" not in str(refused) or not is_func_backend(
-                group_to_use._get_backend(torch.device("cpu"))
+            if (
+                "only implemented for GLOO" not in str(refused)
+                or torch.device("cpu") not in group_to_use._device_types
+                or not is_func_backend(device_backend(group_to_use, "cpu"))
             ):
                 raise
         if timeout is None:

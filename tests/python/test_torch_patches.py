@@ -4,6 +4,7 @@ loudly (a required patch at import, an optional one with a warning). One process
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import importlib
@@ -13,6 +14,7 @@ import sys
 import time
 import types
 import warnings
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -232,6 +234,17 @@ def test_wait_untracked_tensors_in_cpp_leaves_tracked_traced_and_moded_tensors_t
     assert targets == [torch.ops._c10d_functional.wait_tensor.default]
 
 
+@contextlib.contextmanager
+def debug_level_detail() -> Iterator[None]:
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL for the groups made inside."""
+    before = dist.get_debug_level()
+    dist.set_debug_level(dist.DebugLevel.DETAIL)
+    try:
+        yield
+    finally:
+        dist.set_debug_level(before)
+
+
 def test_set_pg_timeout_on_every_backend_changes_a_c10d_func_groups_timeout(monkeypatch):
     """Where torch has no dist.set_timeout (2.11), _set_pg_timeout changes a c10d_func group's
     timeout as torch's changes a Gloo group's, without torch's warning; where it has one (2.14),
@@ -266,6 +279,18 @@ def test_set_pg_timeout_on_every_backend_changes_a_c10d_func_groups_timeout(monk
         assert torchs == []  # the group has no backend of torch's
     finally:
         dist.destroy_process_group()
+    # Under TORCH_DISTRIBUTED_DEBUG=DETAIL torch wraps the backend (ProcessGroupWrapper): the
+    # c10d_func backend inside takes the timeout.
+    with debug_level_detail():
+        dist.init_process_group("c10d_func", store=dist.HashStore(), rank=0, world_size=1)
+        try:
+            wrapped = dist.group.WORLD._get_backend(torch.device("cpu"))
+            assert type(wrapped).__name__ == "_ProcessGroupWrapper"
+            set_pg_timeout(datetime.timedelta(seconds=8))
+            assert wrapped.wrapped_pg.options._timeout == datetime.timedelta(seconds=8)
+            assert torchs == []
+        finally:
+            dist.destroy_process_group()
     # A group of torch's backends is left to torch's function.
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
     try:
@@ -290,6 +315,12 @@ def test_monitored_barrier_of_any_cpu_backend_runs_where_torch_refuses_a_c10d_fu
         assert barrier(dist.group.WORLD, 5.0, wait_all_ranks=True) is None
     finally:
         dist.destroy_process_group()
+    with debug_level_detail():  # the c10d_func backend inside torch's ProcessGroupWrapper
+        dist.init_process_group("c10d_func", store=dist.HashStore(), rank=0, world_size=1)
+        try:
+            assert barrier(timeout=datetime.timedelta(seconds=5)) is None
+        finally:
+            dist.destroy_process_group()
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
     try:
         with pytest.raises(ValueError, match="only implemented for GLOO"):
