@@ -34,14 +34,16 @@ _torch_patches.install(
 )
 
 __all__ = [
-    *functional.__all__,
-    *messages.__all__,
+    "batch_p2p_ops",
     "empty",
     "groups",
     "init",
+    "irecv",
+    "isend",
     "register_group",
     "set_transport",
     "shutdown",
     "split_group",
     "world",
 ]
+__all__ += functional.__all__
