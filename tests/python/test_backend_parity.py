@@ -535,13 +535,24 @@ def test_detail_debug_level_as_on_gloo(parity_pool):
 # ---------------------------------------------------------------------------- split and merge
 
 
+def groups_to_split_and_merge(world_size: int) -> dict[str, dist.ProcessGroup]:
+    """both_groups(), but for torch 2.11's Gloo at more than 2 ranks: its own split_group and
+    merge_remote_group hang there in about half the runs (a member's all_reduce in the new group
+    times out; reproduced with Gloo alone, no c10d_func imported; 2.14's passed every run), so
+    there c10d_func's group is checked alone, against the sums the checks compute."""
+    groups = both_groups()
+    if world_size > 2 and torch.torch_version.TorchVersion(torch.__version__) < (2, 14):
+        del groups["gloo"]
+    return groups
+
+
 def body_split_and_merge(rank: int, world_size: int) -> list[str]:
     check = Check(rank)
     half = world_size // 2
     parts = [list(range(half)), list(range(half, world_size))]
     mine = parts[rank // half]
     every = [make_input(r, (5,), torch.float32, 41) for r in range(world_size)]
-    for name, parent in both_groups().items():
+    for name, parent in groups_to_split_and_merge(world_size).items():
         check.true(f"{name} supports splitting", cpu_backend(parent).supports_splitting)
         child = parent.split_group(mine, timeout=GROUP_TIMEOUT)
         check.true(
@@ -556,10 +567,9 @@ def body_split_and_merge(rank: int, world_size: int) -> list[str]:
         check.true(
             f"{name}: non-member of a split gets None ({outside})", (outside is None) == (rank != 0)
         )
-    # merge_remote_group: every rank joins one merged group through a store of its own. From
-    # parents of their own: torch 2.11's Gloo does not merge a group split as above (its merge
-    # then hangs).
-    for name, parent in both_groups().items():
+    # merge_remote_group: every rank joins one merged group through a store of its own, from
+    # parents of their own.
+    for name, parent in groups_to_split_and_merge(world_size).items():
         store = dist.PrefixStore(f"merge/{name}/", dist.distributed_c10d._get_default_store())
         merged = parent.merge_remote_group(store, world_size, GROUP_TIMEOUT)
         t = torch.full((3,), float(merged.rank() + 1))

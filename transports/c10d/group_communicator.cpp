@@ -11,6 +11,7 @@
 #include "transports/reduction_staging.h"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 
 namespace c10d_func {
 namespace {
@@ -93,7 +94,7 @@ class GroupCommunicator final : public Communicator {
     }
     auto out_bytes = as_byte_rows(output).view({-1});
     auto in_bytes = as_byte_rows(input).view({-1});
-    return future_of(backend_->allgather_base(out_bytes, in_bytes));
+    return completion_of(backend_->allgather_base(out_bytes, in_bytes));
   }
 
   // Composed as an all-to-all of the input's chunks followed by a local reduction of what
@@ -121,7 +122,7 @@ class GroupCommunicator final : public Communicator {
     auto work = backend_->alltoall_base(received_rows, input_rows, even, even);
     std::vector<int64_t> stacked_shape{size()};
     stacked_shape.insert(stacked_shape.end(), output.sizes().begin(), output.sizes().end());
-    return then_run(future_of(work), output, {received},
+    return then_run(completion_of(work), output, {received},
                     [output, received, stacked_shape, reduce_op] {
                       reduce_stack_into(output, received.view(stacked_shape), reduce_op);
                     });
@@ -133,7 +134,7 @@ class GroupCommunicator final : public Communicator {
     auto out_bytes = as_byte_rows(output);
     auto in_bytes = as_byte_rows(input);
     auto work = backend_->alltoall_base(out_bytes, in_bytes, output_split_sizes, input_split_sizes);
-    return future_of(work);
+    return completion_of(work);
   }
 
   Completion broadcast(const at::Tensor& buffer, int64_t root) override {
@@ -143,7 +144,7 @@ class GroupCommunicator final : public Communicator {
     std::vector<at::Tensor> tensors{as_byte_rows(buffer).view({-1})};
     c10d::BroadcastOptions options;
     options.rootRank = root;
-    return future_of(backend_->broadcast(tensors, options));
+    return completion_of(backend_->broadcast(tensors, options));
   }
 
   Completion reduce(const at::Tensor& buffer, int64_t root, ReduceOp reduce_op) override {
@@ -173,7 +174,7 @@ class GroupCommunicator final : public Communicator {
     }
     c10d::GatherOptions options;
     options.rootRank = root;
-    return future_of(backend_->gather(outputs, inputs, options));
+    return completion_of(backend_->gather(outputs, inputs, options));
   }
 
   Completion scatter(const at::Tensor& output, const at::Tensor& input, int64_t root) override {
@@ -187,7 +188,7 @@ class GroupCommunicator final : public Communicator {
     }
     c10d::ScatterOptions options;
     options.rootRank = root;
-    return future_of(backend_->scatter(outputs, inputs, options));
+    return completion_of(backend_->scatter(outputs, inputs, options));
   }
 
  private:
@@ -201,9 +202,27 @@ class GroupCommunicator final : public Communicator {
     return slices;
   }
 
+  // The Work's Completion. While a profiler may record, waiting it on a group whose Works end
+  // their record after their future (ends_record_after_future) also waits the Work itself, as
+  // torch's wait of such a Work does: the record has ended when the wait returns, and the
+  // profiler shows the collective under the group's name ("gloo:all_reduce") every time.
+  Completion completion_of(const c10::intrusive_ptr<c10d::Work>& work) const {
+    auto completion = future_of(work);
+    if (backend_->ends_record_after_future() && at::hasCallbacks()) {
+      help_when_waited(completion, [work] {
+        try {
+          work->wait();
+        } catch (...) {
+          // The future carries the error; the waiter sees it there.
+        }
+      });
+    }
+    return completion;
+  }
+
   Completion finish_after(const c10::intrusive_ptr<c10d::Work>& work, const at::Tensor& buffer,
                           const StagedReduction& staged) const {
-    auto upstream = future_of(work);
+    auto upstream = completion_of(work);
     if (!staged.needs_finish()) {
       return upstream;
     }
@@ -217,12 +236,14 @@ class GroupCommunicator final : public Communicator {
 // A C++ backend's own methods.
 class BackendCalls final : public GroupCalls {
  public:
-  explicit BackendCalls(c10::intrusive_ptr<c10d::Backend> backend) : backend_(std::move(backend)) {}
+  explicit BackendCalls(c10::intrusive_ptr<c10d::Backend> backend)
+      : backend_(std::move(backend)), gloo_(backend_->getBackendName() == "gloo") {}
 
   int64_t rank() const override { return backend_->getRank(); }
   int64_t size() const override { return backend_->getSize(); }
   std::string name() const override { return backend_->getBackendName(); }
   void set_timeout(std::chrono::milliseconds timeout) override { backend_->setTimeout(timeout); }
+  bool ends_record_after_future() const override { return gloo_; }
 
   Work allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override {
     return backend_->allreduce(tensors, opts);
@@ -251,6 +272,7 @@ class BackendCalls final : public GroupCalls {
 
  private:
   c10::intrusive_ptr<c10d::Backend> backend_;
+  bool gloo_;
 };
 
 }  // namespace

@@ -49,6 +49,11 @@ class GroupCalls {
   // The group's timeout for later collectives (c10d's setTimeout); a group reached through
   // Python methods keeps its own.
   virtual void set_timeout(std::chrono::milliseconds timeout) {}
+  // Whether the group's Works end their profiler record only after completing their futures:
+  // torch's Gloo ends it in Work::finish, after the future's callbacks ran, so a caller woken
+  // by the future may stop a profiler before the record ends, and the profiler then has no
+  // event for the collective.
+  virtual bool ends_record_after_future() const { return false; }
 };
 
 std::shared_ptr<Communicator> make_group_communicator(std::unique_ptr<GroupCalls> calls);
