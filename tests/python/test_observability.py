@@ -299,6 +299,11 @@ def test_skipped_collective_is_named_by_torch_analyzer(transport, world_size, mo
         # torch's analyzer, run by rank 0 on every rank's dump.
         _, out, err = results[0]
         report = out + err
+        if torch.torch_version.TorchVersion(torch.__version__) < (2, 14):
+            # torch 2.11's analyzer reads NCCL and XCCL entries only; it stops at the first
+            # entry's name, as it does on torch's own Gloo's dumps.
+            assert "name formatting error? gloo != 'nccl' or 'xccl'" in report, report
+            return
         assert "Not all ranks joining collective, sequence number: 3" in report, report
         assert f"missing ranks: {{{world_size - 1}}}" in report, report
         assert "collective: gloo:all_reduce" in report, report
