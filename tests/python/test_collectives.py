@@ -74,8 +74,7 @@ def chunk_of(rank: int, ranks: list[int], group_size: int) -> tuple[list[int], i
 
 
 def layouts(world_size: int):
-    for ranks, group_size in LAYOUTS[world_size]:
-        yield ranks, group_size
+    yield from LAYOUTS[world_size]
 
 
 # ---------------------------------------------------------------- rank-side bodies (run in workers)

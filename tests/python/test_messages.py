@@ -126,7 +126,7 @@ def ring_step(
 ) -> torch.Tensor:
     # Rank-independent by taking the neighbours as group indices computed outside.
     h = x * 2 + 1
-    sent, received = c10d_func.batch_p2p_ops(
+    _sent, received = c10d_func.batch_p2p_ops(
         ["isend", "irecv"], [rank_right, rank_left], [0, 0], [h, torch.empty_like(h)], everyone
     )
     return received + 1

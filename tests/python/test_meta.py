@@ -119,7 +119,7 @@ def traced(group_size: int):
 def test_symbolic_tracing_needs_no_world_and_keeps_shapes_symbolic():
     # make_fx in symbolic mode runs the Meta kernels on FakeTensors: no store, no process group.
     graph = make_fx(traced(4), tracing_mode="symbolic")(torch.empty(6, 3), torch.empty(2))
-    outputs = [n for n in graph.graph.nodes if n.op == "output"][0].args[0]
+    outputs = next(n for n in graph.graph.nodes if n.op == "output").args[0]
     gathered, scattered, moved = (node.meta["val"] for node in outputs)
     assert str(gathered.shape[0]) == "4*s0" or "4" in str(gathered.shape[0])
     assert gathered.shape[0].node.expr.free_symbols  # symbolic, not specialised

@@ -13,6 +13,7 @@ import sys
 import c10d_func
 import pytest
 import torch
+from test_collectives import assert_no_failures
 from worker_pool import WorkerPool, launch_ranks
 from worker_pool import finish_ranks as finish
 
@@ -325,7 +326,8 @@ def corrupted_call(kind: str, tag: str, ranks: list[int], n: int) -> None:
         ops.wait_tensor(ops.all_reduce(torch.ones(4), "sum", tag, ranks, n))
     elif kind == "placement":  # 8 MiB on symmetric memory: an input "at" the segment's header
         ops.wait_tensor(ops.all_reduce(torch.ones(2 << 20), "sum", tag, ranks, n))
-    else:  # "split" (a negative length in all_to_all's directory) or "rounds" (through slots)
+    else:  # "split" (a negative length in all_to_all's directory) or "rounds"/"many_rounds"
+        # (through the slots)
         numel = n * (1 << 16)
         ops.wait_tensor(ops.all_to_all_single(torch.ones(numel), None, None, tag, ranks, n))
 
@@ -350,6 +352,7 @@ CORRUPTIONS = {
     "placement": ("rank 1 published a bad place for its input", "outside the members' memory"),
     "split": ("rank 1 published a bad split length", "-5 is outside"),
     "rounds": ("rank 1 published a bad number of rounds", "is outside"),
+    "many_rounds": ("ran past the timeout", "a member published a count"),
 }
 
 
@@ -367,14 +370,70 @@ def test_a_bad_value_from_a_peer_fails_every_member_naming_it(kind, world_size, 
             assert fragment in message, (kind, message.split("\nException raised")[0])
 
 
-def test_a_bad_round_count_from_a_peer_fails_every_member_naming_it():
-    # all_to_all through the slots (no symmetric memory): members exchange their numbers of
-    # rounds; an impossible one fails every member instead of looping on.
-    pool = WorkerPool(2, env={"C10D_FUNC_SHM_POOL_BYTES": "0", "C10D_FUNC_TIMEOUT": "30"})
+def body_values_rewritten_after_the_check(rank: int, world_size: int, tag: str) -> list[str]:
+    """Member 1 writes impossible values where the others read them, after every member has
+    checked them: the header's sizes once its communicator formed, its placements and its
+    all_to_all directory entries in each collective. Checked values are never read again, so
+    every result is the one computed here."""
+    ranks = list(range(world_size))
+    failures = []
+    c10d_func._C.set_shm_fault_for_test("rewrite")
     try:
-        messages = pool.run(body_corrupted_peer, "rounds", "corrupt-rounds", timeout=120)
+        formed = ops.wait_tensor(
+            ops.all_reduce(torch.full((4,), rank + 1.0), "sum", tag, ranks, world_size)
+        )
+        total = world_size * (world_size + 1) / 2
+        if not formed.eq(total).all():
+            failures.append(f"rank {rank}: all_reduce as the group formed gave {formed}")
+        # 8 MiB: the direct path, reading each member's input where it placed it.
+        big = torch.arange(2 << 20, dtype=torch.float32) + rank
+        reduced = ops.wait_tensor(ops.all_reduce(big, "sum", tag, ranks, world_size))
+        expected = torch.arange(2 << 20, dtype=torch.float32) * world_size + (total - world_size)
+        if not torch.equal(reduced, expected):
+            failures.append(
+                f"rank {rank}: 8 MiB all_reduce off by {(reduced - expected).abs().max()}"
+            )
+        # all_to_all: each member writes its pieces where the directory says they land.
+        block = 1 << 16
+        sent = torch.arange(world_size * block, dtype=torch.float32) + 1000 * rank
+        moved = ops.wait_tensor(ops.all_to_all_single(sent, None, None, tag, ranks, world_size))
+        expected_moved = torch.cat(
+            [
+                torch.arange(rank * block, (rank + 1) * block, dtype=torch.float32) + 1000 * peer
+                for peer in ranks
+            ]
+        )
+        if not torch.equal(moved, expected_moved):
+            failures.append(f"rank {rank}: all_to_all gave blocks of the wrong members or places")
+    except RuntimeError as error:
+        failures.append(f"rank {rank}: {str(error).splitlines()[0]}")
+    finally:
+        c10d_func._C.set_shm_fault_for_test("")
+    return failures
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_values_a_peer_rewrites_after_the_check_are_not_read_again(world_size, request):
+    # A value read from shared memory is checked once and used as checked: a peer (or any
+    # process that maps the segment) writing it again between the check and the use changes
+    # nothing. Without that, the header's sizes place the pool past the mapping, and a
+    # placement or a directory entry rewritten after its check reads or writes wherever it
+    # says (here inside the segment, so results are wrong; a far offset would fault).
+    pool = request.getfixturevalue(f"pool{world_size}")
+    tag = f"rewritten-{world_size}"
+    assert_no_failures(pool.run(body_values_rewritten_after_the_check, tag, timeout=120))
+
+
+@pytest.mark.parametrize("kind", ["rounds", "many_rounds"])
+def test_a_bad_round_count_from_a_peer_fails_every_member_naming_it(kind):
+    # all_to_all through the slots (no symmetric memory): members exchange their numbers of
+    # rounds; an impossible one fails every member instead of looping on, and the largest one
+    # believed (256 TiB in pieces) ends at the timeout, though every member meets every barrier.
+    pool = WorkerPool(2, env={"C10D_FUNC_SHM_POOL_BYTES": "0", "C10D_FUNC_TIMEOUT": "5"})
+    try:
+        messages = pool.run(body_corrupted_peer, kind, f"corrupt-{kind}", timeout=120)
     finally:
         pool.close()
     for message in messages:
-        for fragment in CORRUPTIONS["rounds"]:
+        for fragment in CORRUPTIONS[kind]:
             assert fragment in message, message

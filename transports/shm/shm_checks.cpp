@@ -124,7 +124,9 @@ void set_fault_for_test(std::string_view kind) {
       {"placement", ShmFault::kPlacement},
       {"split", ShmFault::kSplit},
       {"rounds", ShmFault::kRounds},
-      {"pid", ShmFault::kPid}};
+      {"pid", ShmFault::kPid},
+      {"rewrite", ShmFault::kRewrite},
+      {"many_rounds", ShmFault::kManyRounds}};
   for (const auto& [name, fault] : kKinds) {
     if (name == kind) {
       fault_for_test.store(static_cast<int>(fault), std::memory_order_relaxed);

@@ -56,9 +56,24 @@ std::string bounded_text(const char* text, size_t capacity);
 // Test-only fault injection (tests/python/test_shm.py, through
 // c10d_func._C.set_shm_fault_for_test): the member that writes a bad value where its peers read it
 // ("header": rank 0, which writes the header; the others: rank 1). One relaxed load per use:
-// nothing on the collectives' path.
-enum class ShmFault : int { kNone, kHeader, kPlacement, kSplit, kRounds, kPid };
-// "", "header", "placement", "split", "rounds" or "pid"; throws std::invalid_argument otherwise.
+// nothing on the collectives' path. "rewrite": rank 1 overwrites values after every member has
+// checked them (the header's sizes, its placements, its all_to_all directory entries), which
+// nobody may read again; every member passes one more barrier first, so the others have
+// checked when it writes.
+// "many_rounds": rank 1 publishes the most rounds a peer is believed (every member then steps
+// until the timeout).
+enum class ShmFault : int {
+  kNone,
+  kHeader,
+  kPlacement,
+  kSplit,
+  kRounds,
+  kPid,
+  kRewrite,
+  kManyRounds
+};
+// "", "header", "placement", "split", "rounds", "pid", "rewrite" or "many_rounds"; throws
+// std::invalid_argument otherwise.
 void set_fault_for_test(std::string_view kind);
 extern std::atomic<int> fault_for_test;
 inline bool corrupts_for_test(ShmFault fault, int64_t rank) {

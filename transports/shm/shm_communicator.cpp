@@ -38,15 +38,15 @@ using Turn = IssueOrder::Turn;
 
 class ShmCommunicator final : public Communicator {
  public:
-  ShmCommunicator(SharedSegment segment, const Rendezvous& rendezvous, bool cross_memory)
+  ShmCommunicator(SharedSegment segment, const Rendezvous& rendezvous,
+                  const CheckedSegment& checked, bool cross_memory)
       : segment_(std::make_shared<SharedSegment>(std::move(segment))),
         rank_(rendezvous.rank),
         size_(rendezvous.size),
         one_ordered_caller_(rendezvous.one_ordered_caller),
-        sync_(*this, segment_->base(), rendezvous) {
-    const auto* header = reinterpret_cast<const Header*>(segment_->base());
-    chunk_ = header->chunk_bytes;
-    region_bytes_ = header->region_bytes;
+        chunk_(checked.chunk_bytes),
+        region_bytes_(checked.region_bytes),
+        sync_(*this, segment_->base(), rendezvous, checked.pids) {
     pool_ = std::make_shared<SymmetricPool>(
         segment_, regions_offset(size_, chunk_) + rank_ * region_bytes_, region_bytes_);
     direct_ = std::make_unique<DirectCollectives>(sync_, pool_, cross_memory,
@@ -466,17 +466,16 @@ class ShmCommunicator final : public Communicator {
   std::shared_ptr<SharedSegment> segment_;  // shared with the pool: blocks outlive this
   int64_t rank_;
   int64_t size_;
-  bool one_ordered_caller_;  // Rendezvous::one_ordered_caller
-  size_t chunk_ = 0;
-  size_t region_bytes_ = 0;
+  bool one_ordered_caller_;    // Rendezvous::one_ordered_caller
+  size_t chunk_;               // the header's, as forming checked it (never read there again)
+  size_t region_bytes_;        // likewise
   bool cross_memory_ = false;  // private tensors are reached with process_vm_readv/writev
   std::shared_ptr<SymmetricPool> pool_;
 
   // Touched only by the thread running collectives (one at a time, in issue order).
   shm::Members sync_;
   std::unique_ptr<DirectCollectives> direct_;
-  Slots slots_{segment_->base() + data_offset(size_),
-               reinterpret_cast<const Header*>(segment_->base())->chunk_bytes, rank_, size_, sync_};
+  Slots slots_{segment_->base() + data_offset(size_), chunk_, rank_, size_, sync_};
 
   IssueOrder order_{*this, sync_, rank_, size_, one_ordered_caller_};
 };
@@ -485,8 +484,9 @@ class ShmCommunicator final : public Communicator {
 
 std::shared_ptr<Communicator> shm::communicator_on(SharedSegment segment,
                                                    const Rendezvous& rendezvous,
+                                                   const CheckedSegment& checked,
                                                    bool cross_memory) {
-  return std::make_shared<ShmCommunicator>(std::move(segment), rendezvous, cross_memory);
+  return std::make_shared<ShmCommunicator>(std::move(segment), rendezvous, checked, cross_memory);
 }
 
 }  // namespace c10d_func

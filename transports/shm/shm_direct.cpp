@@ -67,23 +67,39 @@ bool DirectCollectives::agree(const char* op, OpCode code, uint64_t detail, Plac
     me.exposed_output.store(16, std::memory_order_relaxed);
   }
   members_.barrier(op);  // publishes the stores above (release/acquire on the arrival step)
-  for (int64_t m = 0; m < members_.size(); ++m) {
+  // Each member's placements, read from the segment once: what is checked below is what the
+  // collective uses (a peer could write them again after the check).
+  const int64_t n = members_.size();
+  inputs_.resize(n);
+  outputs_.resize(n);
+  for (int64_t m = 0; m < n; ++m) {
     const MemberControl& peer = members_.control(m);
-    if ((input_needed(m) && peer.exposed_input.load(std::memory_order_relaxed) == kUnplaced) ||
-        (output_needed(m) && peer.exposed_output.load(std::memory_order_relaxed) == kUnplaced)) {
+    inputs_[m] = {peer.exposed_input.load(std::memory_order_relaxed),
+                  peer.input_address.load(std::memory_order_relaxed)};
+    outputs_[m] = {peer.exposed_output.load(std::memory_order_relaxed),
+                   peer.output_address.load(std::memory_order_relaxed)};
+  }
+  for (int64_t m = 0; m < n; ++m) {
+    if ((input_needed(m) && inputs_[m].offset == kUnplaced) ||
+        (output_needed(m) && outputs_[m].offset == kUnplaced)) {
       return false;  // every member reads the same placements, so every member returns here
     }
   }
   // Checked before anything is read or written there (every member checks every member, so a
   // bad value fails all of them alike).
-  for (int64_t m = 0; m < members_.size(); ++m) {
-    const MemberControl& peer = members_.control(m);
+  for (int64_t m = 0; m < n; ++m) {
     if (input_needed(m) && input_bytes > 0) {
-      check_placed(op, m, peer.exposed_input.load(std::memory_order_relaxed), input_bytes, "input");
+      check_placed(op, m, inputs_[m].offset, input_bytes, "input");
     }
     if (output_needed(m) && output_bytes > 0) {
-      check_placed(op, m, peer.exposed_output.load(std::memory_order_relaxed), output_bytes,
-                   "output");
+      check_placed(op, m, outputs_[m].offset, output_bytes, "output");
+    }
+  }
+  if (fault_for_test.load(std::memory_order_relaxed) == static_cast<int>(ShmFault::kRewrite)) {
+    members_.barrier(op);  // every member has checked
+    if (corrupts_for_test(ShmFault::kRewrite, members_.rank())) {
+      me.exposed_input.store(16, std::memory_order_relaxed);  // inside the segment's header
+      me.exposed_output.store(16, std::memory_order_relaxed);
     }
   }
   return true;
@@ -227,13 +243,27 @@ bool DirectCollectives::all_to_all(const at::Tensor& output, const at::Tensor& i
   if (!agree("all_to_all", OpCode::kAllToAll, 0, {}, output_at, nobody, everyone, 0, 0)) {
     return false;
   }
+  // The directory, read from the segment once: what is checked below is what places the
+  // pieces (a peer could write its entries again after the check).
+  const std::vector<int64_t> written(directory, directory + n * n * kDirectoryFields);
+  if (fault_for_test.load(std::memory_order_relaxed) == static_cast<int>(ShmFault::kRewrite)) {
+    members_.barrier("all_to_all");  // every member has read the directory
+    if (corrupts_for_test(ShmFault::kRewrite, rank)) {
+      for (int64_t m = 0; m < n; ++m) {
+        entry(rank, m)[1] = entry(rank, m)[2] = 1;
+      }
+    }
+  }
+  const auto checked = [&](int64_t member, int64_t peer) {
+    return written.data() + (member * n + peer) * kDirectoryFields;
+  };
   // Every member checks every value and every pair, so a bad one fails on all members alike
   // instead of leaving the ones that did not see it waiting; then each receiver's output must
   // hold all it receives, before anything is written there.
   for (int64_t from = 0; from < n; ++from) {
     for (int64_t to = 0; to < n; ++to) {
       for (size_t field = 0; field < kDirectoryFields; ++field) {
-        const std::string wrong = check_count(entry(from, to)[field], kMaxSplitBytes);
+        const std::string wrong = check_count(checked(from, to)[field], kMaxSplitBytes);
         if (!wrong.empty()) {
           members_.fail("all_to_all", members_.name_of(from) +
                                           " published a bad split length in the directory: " +
@@ -244,11 +274,12 @@ bool DirectCollectives::all_to_all(const at::Tensor& output, const at::Tensor& i
   }
   for (int64_t from = 0; from < n; ++from) {
     for (int64_t to = 0; to < n; ++to) {
-      if (entry(from, to)[1] != entry(to, from)[2]) {
+      if (checked(from, to)[1] != checked(to, from)[2]) {
         members_.fail("all_to_all",
                       "split sizes disagree: " + members_.name_of(from) + " sends " +
-                          std::to_string(entry(from, to)[1]) + " bytes to " + members_.name_of(to) +
-                          ", which expects " + std::to_string(entry(to, from)[2]) +
+                          std::to_string(checked(from, to)[1]) + " bytes to " +
+                          members_.name_of(to) + ", which expects " +
+                          std::to_string(checked(to, from)[2]) +
                           " (output_split_sizes on one member must match input_split_sizes on "
                           "the others)");
       }
@@ -257,10 +288,21 @@ bool DirectCollectives::all_to_all(const at::Tensor& output, const at::Tensor& i
   for (int64_t m = 0; m < n; ++m) {
     uint64_t receives = 0;  // at most n * kMaxSplitBytes: no overflow
     for (int64_t k = 0; k < n; ++k) {
-      receives += static_cast<uint64_t>(entry(m, k)[2]);
+      receives += static_cast<uint64_t>(checked(m, k)[2]);
     }
     if (receives > 0) {
-      check_placed("all_to_all", m, members_.control(m).exposed_output.load(), receives, "output");
+      check_placed("all_to_all", m, outputs_[m].offset, receives, "output");
+    }
+  }
+  for (int64_t m = 0; m < n; ++m) {
+    // This member's own entries as read back, against what it wrote: its writes below follow
+    // `send`, which the pairs checked above then cover.
+    if (checked(rank, m)[1] != static_cast<int64_t>(send[m]) ||
+        checked(rank, m)[2] != static_cast<int64_t>(receive[m])) {
+      members_.fail("all_to_all",
+                    "this member's entries in the directory were overwritten "
+                    "before it read them back (memory overwritten by another "
+                    "process)");
     }
   }
   // Each member writes its pieces straight into the receivers' outputs: nobody reads another
@@ -271,7 +313,7 @@ bool DirectCollectives::all_to_all(const at::Tensor& output, const at::Tensor& i
     const char* piece = bytes_of(input) + at;
     size_t lands_at = 0;  // after what member m receives from the members before this one
     for (int64_t k = 0; k < rank; ++k) {
-      lands_at += static_cast<size_t>(entry(m, k)[2]);
+      lands_at += static_cast<size_t>(checked(m, k)[2]);
     }
     if (m == rank) {
       stream_copy(mine + lands_at, piece, send[m], streams);

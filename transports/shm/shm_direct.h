@@ -110,9 +110,6 @@ class DirectCollectives {
   const char* input_piece(const char* op, int64_t m, size_t offset, size_t bytes, char* scratch);
   void write_output(const char* op, int64_t m, size_t offset, const void* from, size_t bytes,
                     bool streams);
-  bool attached(const std::atomic<int64_t>& exposed) const {
-    return exposed.load(std::memory_order_relaxed) == kAttached;
-  }
 
   Members& members_;
   std::shared_ptr<SymmetricPool> pool_;
@@ -121,6 +118,9 @@ class DirectCollectives {
   uint64_t segment_end_;
   // While this member's tensor is attached: its peers may attach to it (cross_memory.h).
   std::shared_ptr<AttachPermission> attach_;
+  // Every member's placements in the collective running, as agree() read and checked them.
+  std::vector<Placement> inputs_;
+  std::vector<Placement> outputs_;
 };
 
 }  // namespace c10d_func::shm

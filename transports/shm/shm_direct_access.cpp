@@ -80,42 +80,37 @@ void DirectCollectives::check_placed(const char* op, int64_t m, int64_t exposed,
 
 void DirectCollectives::read_input(const char* op, int64_t m, size_t offset, void* to, size_t bytes,
                                    bool streams) {
-  const MemberControl& peer = members_.control(m);
-  if (attached(peer.exposed_input)) {
-    if (!read_from(members_.pid_of(m), to,
-                   peer.input_address.load(std::memory_order_relaxed) + offset, bytes)) {
+  const Placement& peer = inputs_[m];
+  if (peer.offset == kAttached) {
+    if (!read_from(members_.pid_of(m), to, peer.address + offset, bytes)) {
       members_.fail(
           op, "cross-memory read from " + members_.name_of(m) + " failed: " + std::strerror(errno));
     }
     return;
   }
-  stream_copy(to, pool_->base() + peer.exposed_input.load(std::memory_order_relaxed) + offset,
-              bytes, streams);
+  stream_copy(to, pool_->base() + peer.offset + offset, bytes, streams);
 }
 
 const char* DirectCollectives::input_piece(const char* op, int64_t m, size_t offset, size_t bytes,
                                            char* scratch) {
-  const MemberControl& peer = members_.control(m);
-  if (attached(peer.exposed_input)) {
+  if (inputs_[m].offset == kAttached) {
     read_input(op, m, offset, scratch, bytes, false);
     return scratch;
   }
-  return pool_->base() + peer.exposed_input.load(std::memory_order_relaxed) + offset;
+  return pool_->base() + inputs_[m].offset + offset;
 }
 
 void DirectCollectives::write_output(const char* op, int64_t m, size_t offset, const void* from,
                                      size_t bytes, bool streams) {
-  const MemberControl& peer = members_.control(m);
-  if (attached(peer.exposed_output)) {
-    if (!write_to(members_.pid_of(m), peer.output_address.load(std::memory_order_relaxed) + offset,
-                  from, bytes)) {
+  const Placement& peer = outputs_[m];
+  if (peer.offset == kAttached) {
+    if (!write_to(members_.pid_of(m), peer.address + offset, from, bytes)) {
       members_.fail(
           op, "cross-memory write to " + members_.name_of(m) + " failed: " + std::strerror(errno));
     }
     return;
   }
-  stream_copy(pool_->base() + peer.exposed_output.load(std::memory_order_relaxed) + offset, from,
-              bytes, streams);
+  stream_copy(pool_->base() + peer.offset + offset, from, bytes, streams);
 }
 
 }  // namespace c10d_func::shm

@@ -48,18 +48,26 @@ std::string text(const std::vector<uint8_t>& bytes) {
   return std::string(bytes.begin(), bytes.end());
 }
 
+// Each member's pid, as it wrote it in the segment, read once: only a positive one is a process
+// (to PR_SET_PTRACER, 0 names nobody and -1 any process of the user). Every member reads every
+// entry, its own too, so all fail alike.
+std::vector<pid_t> checked_pids(const Rendezvous& rendezvous, const MemberControl* controls) {
+  std::vector<pid_t> pids;
+  for (int64_t m = 0; m < rendezvous.size; ++m) {
+    const pid_t pid = controls[m].pid;
+    TORCH_CHECK(pid > 0, "rank ", rendezvous.members.at(m),
+                " published a bad pid in the shared segment (", pid,
+                "): not a process; another version of c10d_func, or memory overwritten");
+    pids.push_back(pid);
+  }
+  return pids;
+}
+
 // Each member probes every other once; cross-memory attach is used only when all could. Peers
 // may attach to this member only while they probe: the permission ends once every member has
-// said how its probes went.
-bool agree_on_cross_memory(const Rendezvous& rendezvous, const MemberControl* controls) {
-  // Each member's pid, as it wrote it in the segment, is named to Yama and probed: only a
-  // positive one is a process (to PR_SET_PTRACER, 0 names nobody and -1 any process of the
-  // user). Every member reads every entry, its own too, so all fail alike.
-  for (int64_t m = 0; m < rendezvous.size; ++m) {
-    TORCH_CHECK(controls[m].pid > 0, "rank ", rendezvous.members.at(m),
-                " published a bad pid in the shared segment (", controls[m].pid,
-                "): not a process; another version of c10d_func, or memory overwritten");
-  }
+// said how its probes went. `pids`: checked_pids', named to Yama and probed.
+bool agree_on_cross_memory(const Rendezvous& rendezvous, const MemberControl* controls,
+                           const std::vector<pid_t>& pids) {
   bool mine = cross_memory_wanted();
   AttachPermission probing;
   if (attach_needs_permission()) {
@@ -68,7 +76,7 @@ bool agree_on_cross_memory(const Rendezvous& rendezvous, const MemberControl* co
     std::vector<pid_t> peers;
     for (int64_t m = 0; m < rendezvous.size; ++m) {
       if (m != rendezvous.rank) {
-        peers.push_back(controls[m].pid);
+        peers.push_back(pids[m]);
       }
     }
     if (mine) {
@@ -79,7 +87,7 @@ bool agree_on_cross_memory(const Rendezvous& rendezvous, const MemberControl* co
   for (int64_t m = 0; mine && m < rendezvous.size; ++m) {
     if (m != rendezvous.rank) {
       mine = controls[m].pid_ns == controls[rendezvous.rank].pid_ns &&
-             probe(controls[m].pid, controls[m].probe_address);
+             probe(pids[m], controls[m].probe_address);
     }
   }
   const auto answers = store_all_gather(rendezvous, "cma", {static_cast<uint8_t>(mine ? 1 : 0)});
@@ -91,7 +99,8 @@ bool agree_on_cross_memory(const Rendezvous& rendezvous, const MemberControl* co
 // A member other than rank 0: maps the segment the store names, once its record, owner, mode and
 // header are checked. A refusal is also told to the others (as this member's "mapped" key), so
 // that every member fails at once with the reason, not rank 0 at its timeout.
-SharedSegment open_checked(const Rendezvous& rendezvous, std::string& name) {
+SharedSegment open_checked(const Rendezvous& rendezvous, std::string& name,
+                           CheckedSegment& checked) {
   try {
     rendezvous.store->wait({"segment"}, rendezvous.remaining());
     const std::vector<uint8_t> value = rendezvous.store->get("segment");
@@ -110,6 +119,8 @@ SharedSegment open_checked(const Rendezvous& rendezvous, std::string& name) {
     const std::string wrong = check_segment_header(seen, static_cast<uint64_t>(rendezvous.size),
                                                    record.nonce, segment.size());
     TORCH_CHECK(wrong.empty(), "refusing segment ", name, ": ", wrong);
+    checked.chunk_bytes = seen.chunk_bytes;
+    checked.region_bytes = seen.region_bytes;
     return segment;
   } catch (const c10::Error& error) {
     const std::string why = "c10d_func shm: " + rendezvous.group + ": rank " +
@@ -129,6 +140,7 @@ std::shared_ptr<Communicator> form(const Rendezvous& rendezvous) {
   std::string name;
   try {
     SharedSegment segment;
+    CheckedSegment checked;
     if (rendezvous.rank == 0) {
       const size_t chunk = chunk_bytes_from_env();
       name = random_segment_name();
@@ -141,10 +153,12 @@ std::shared_ptr<Communicator> form(const Rendezvous& rendezvous) {
       header->region_bytes = corrupts_for_test(ShmFault::kHeader, 0) ? uint64_t{1} << 62 : region;
       header->nonce = nonce;
       header->magic = kMagic;
+      checked.chunk_bytes = chunk;
+      checked.region_bytes = region;
       const std::string record = segment_record(name, nonce);
       rendezvous.store->set("segment", std::vector<uint8_t>(record.begin(), record.end()));
     } else {
-      segment = open_checked(rendezvous, name);
+      segment = open_checked(rendezvous, name, checked);
     }
     auto* controls = reinterpret_cast<MemberControl*>(segment.base() + controls_offset());
     controls[rendezvous.rank].pid =
@@ -159,8 +173,15 @@ std::shared_ptr<Communicator> form(const Rendezvous& rendezvous) {
     for (const auto& value : mapped) {
       TORCH_CHECK(value == std::vector<uint8_t>{1}, text(value));
     }
-    const bool cross_memory = agree_on_cross_memory(rendezvous, controls);
-    return communicator_on(std::move(segment), rendezvous, cross_memory);
+    checked.pids = checked_pids(rendezvous, controls);
+    if (corrupts_for_test(ShmFault::kRewrite, rendezvous.rank)) {
+      // Every member has checked the header (it said so in "mapped"): impossible sizes now.
+      auto* header = reinterpret_cast<Header*>(segment.base());
+      header->chunk_bytes = uint64_t{1} << 40;
+      header->region_bytes = uint64_t{1} << 62;
+    }
+    const bool cross_memory = agree_on_cross_memory(rendezvous, controls, checked.pids);
+    return communicator_on(std::move(segment), rendezvous, checked, cross_memory);
   } catch (...) {
     if (!name.empty()) {
       SharedSegment::unlink(name);

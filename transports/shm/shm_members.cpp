@@ -14,18 +14,21 @@ namespace c10d_func::shm {
 
 using Clock = std::chrono::steady_clock;
 
-Members::Members(Communicator& owner, char* base, const Rendezvous& rendezvous)
+Members::Members(Communicator& owner, char* base, const Rendezvous& rendezvous,
+                 std::vector<pid_t> pids)
     : owner_(owner),
       base_(base),
       rank_(rendezvous.rank),
       size_(rendezvous.size),
       members_(rendezvous.members),
+      pids_(std::move(pids)),
       group_(rendezvous.group),
       timeout_(rendezvous.timeout) {
-  // Every member wrote its pid before it said it had mapped the segment, which the communicator
-  // is made after.
+  TORCH_INTERNAL_ASSERT(static_cast<int64_t>(pids_.size()) == size_);
+  // Every member wrote its pid namespace before it said it had mapped the segment, which the
+  // communicator is made after (a wrong one only makes a live member look dead, or a dead one
+  // wait for the timeout).
   for (int64_t m = 0; m < size_; ++m) {
-    pids_.push_back(control(m).pid);
     pid_namespaces_.push_back(control(m).pid_ns);
   }
 }
@@ -41,6 +44,16 @@ void Members::begin(OpCode op, uint64_t detail) {
   ++collectives_;
   control(rank_).collective[collectives_ & 1].store(current_, std::memory_order_relaxed);
   first_barrier_ = true;
+}
+
+void Members::check_within_timeout(const char* op, Clock::time_point began) {
+  const std::chrono::milliseconds timeout = timeout_.get();
+  if (Clock::now() - began > timeout) {
+    fail(op, "the collective ran past the timeout (" + std::to_string(timeout.count() / 1000.0) +
+                 " s: the group's, or C10D_FUNC_TIMEOUT) in steps its members agreed on: a "
+                 "member published a count no call of its asked for (a corrupted or "
+                 "version-skewed peer)");
+  }
 }
 
 void Members::publish(uint64_t step) {

@@ -24,7 +24,8 @@ namespace c10d_func::shm {
 
 class Members {
  public:
-  Members(Communicator& owner, char* base, const Rendezvous& rendezvous);
+  // `pids`: each member's, as forming checked them (shm_formation.h).
+  Members(Communicator& owner, char* base, const Rendezvous& rendezvous, std::vector<pid_t> pids);
 
   int64_t rank() const { return rank_; }
   int64_t size() const { return size_; }
@@ -39,6 +40,10 @@ class Members {
   // another: announcements alternate between two places by the collective's parity.
   void begin(OpCode op, uint64_t detail);
   void barrier(const char* op);
+  // Fails the collective once `began` is longer ago than the timeout: for a loop of steps whose
+  // count the members agreed on (a peer's count is believed up to a bound: one too large would
+  // otherwise keep every member stepping, each barrier met, with no wait to time out).
+  void check_within_timeout(const char* op, std::chrono::steady_clock::time_point began);
   // A pipeline inside a collective, after its first barrier: the leader publishes each step it
   // completes without waiting (advance); the others take the same steps waiting for the leader
   // alone (follow). Every member takes as many steps, so the barrier after them is met by all.
@@ -70,7 +75,7 @@ class Members {
   int64_t rank_;
   int64_t size_;
   std::vector<int64_t> members_;  // global ranks, for messages
-  std::vector<pid_t> pids_;       // per member, read once at formation
+  std::vector<pid_t> pids_;       // per member, checked once at formation
   std::vector<uint64_t> pid_namespaces_;
   std::string group_;  // "tag='x', chunk [0, 1]", for messages
   SharedTimeout timeout_;

@@ -6,6 +6,7 @@
 #include "transports/shm/shm_layout.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -83,9 +84,13 @@ void Slots::all_to_all(const at::Tensor& output, const at::Tensor& input, size_t
               std::min(send[rank_], recv[rank_]));
   // Members know only their own sends and receives: agree on the number of rounds.
   const int parity = sync_.parity();
-  sync_.control(rank_).value[parity].store(
-      corrupts_for_test(ShmFault::kRounds, rank_) ? INT64_MAX : static_cast<int64_t>(rounds),
-      std::memory_order_relaxed);
+  int64_t published = static_cast<int64_t>(rounds);
+  if (corrupts_for_test(ShmFault::kRounds, rank_)) {
+    published = INT64_MAX;
+  } else if (corrupts_for_test(ShmFault::kManyRounds, rank_)) {
+    published = static_cast<int64_t>((uint64_t{1} << 48) / piece);  // the most believed
+  }
+  sync_.control(rank_).value[parity].store(published, std::memory_order_relaxed);
   sync_.barrier("all_to_all");
   for (int64_t m = 0; m < size_; ++m) {
     const int64_t theirs = sync_.control(m).value[parity].load(std::memory_order_relaxed);
@@ -97,7 +102,9 @@ void Slots::all_to_all(const at::Tensor& output, const at::Tensor& input, size_t
     }
     rounds = std::max(rounds, static_cast<size_t>(theirs));
   }
+  const auto began = std::chrono::steady_clock::now();
   for (size_t round = 0; round < rounds; ++round) {
+    sync_.check_within_timeout("all_to_all", began);
     const size_t off = round * piece;
     const int set = next_set();
     for (int64_t m = 0; m < size_; ++m) {
