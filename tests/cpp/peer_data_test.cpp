@@ -56,7 +56,8 @@ TEST(RailHandshake, MalformedAddressRecordsAreNamed) {
         "10.0.0.1 80 " + secret + "a", "10.0.0.1 80 " + std::string(64, 'G'),
         "10.0.0.1 80 " + std::string(64, 'A'), "host name 80 " + secret, "10.0.0.1\n 80 " + secret,
         std::string(65, '1') + " 80 " + secret, "10.0.0.1  80 " + secret,
-        "10.0.0.1 80 " + secret + " extra"}) {
+        "10.0.0.1 80 " + secret + " extra", "abc 80 " + secret, "10.0.0 80 " + secret,
+        "10.0.0.1%eth0 80 " + secret, "fe80::1% 80 " + secret, "1:2:3 80 " + secret}) {
     const auto parsed = rail::parse_address_record(record);
     EXPECT_FALSE(parsed.error.empty()) << "took: " << record;
     EXPECT_FALSE(parsed.listens) << record;

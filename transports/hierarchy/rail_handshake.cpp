@@ -1,12 +1,15 @@
 // See rail_handshake.h.
 #include "transports/hierarchy/rail_handshake.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/random.h>
 
 #include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 namespace c10d_func::rail {
 namespace {
@@ -54,6 +57,21 @@ int hex_value(char c) {
 bool is_numeric_host_char(char c) {
   const auto byte = static_cast<unsigned char>(c);
   return std::isalnum(byte) != 0 || c == '.' || c == ':' || c == '%' || c == '-' || c == '_';
+}
+
+// An IPv4 or IPv6 address as inet_ntop writes it, an IPv6 one with a scope after '%' (an
+// interface name or index): what a member can have published. Anything else would reach
+// getaddrinfo, which fails the members that connect at once but leaves the ones that accept
+// waiting for the formation's deadline.
+bool is_numeric_address(std::string_view host) {
+  const size_t percent = host.find('%');
+  const std::string address(host.substr(0, percent));
+  unsigned char parsed[sizeof(in6_addr)];
+  if (percent == std::string_view::npos) {
+    return inet_pton(AF_INET, address.c_str(), parsed) == 1 ||
+           inet_pton(AF_INET6, address.c_str(), parsed) == 1;
+  }
+  return percent + 1 < host.size() && inet_pton(AF_INET6, address.c_str(), parsed) == 1;
 }
 
 AddressRecord malformed(std::string why) {
@@ -120,6 +138,9 @@ AddressRecord parse_address_record(std::string_view record) {
     if (!is_numeric_host_char(c)) {
       return malformed("a character that no numeric address has");
     }
+  }
+  if (!is_numeric_address(host)) {
+    return malformed("an address that is neither IPv4 nor IPv6");
   }
   if (port.empty() || port.size() > 5) {
     return malformed("a port that is not 1..65535");
