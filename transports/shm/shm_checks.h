@@ -76,9 +76,13 @@ enum class ShmFault : int {
 // std::invalid_argument otherwise.
 void set_fault_for_test(std::string_view kind);
 extern std::atomic<int> fault_for_test;
+// Whether `fault` is injected (every member takes the steps it needs, such as a barrier).
+inline bool injects_for_test(ShmFault fault) {
+  return fault_for_test.load(std::memory_order_relaxed) == static_cast<int>(fault);
+}
+// Whether member `rank` is the one that writes the bad value of `fault`.
 inline bool corrupts_for_test(ShmFault fault, int64_t rank) {
-  return fault_for_test.load(std::memory_order_relaxed) == static_cast<int>(fault) &&
-         rank == (fault == ShmFault::kHeader ? 0 : 1);
+  return injects_for_test(fault) && rank == (fault == ShmFault::kHeader ? 0 : 1);
 }
 
 }  // namespace c10d_func::shm

@@ -95,7 +95,7 @@ bool DirectCollectives::agree(const char* op, OpCode code, uint64_t detail, Plac
       check_placed(op, m, outputs_[m].offset, output_bytes, "output");
     }
   }
-  if (fault_for_test.load(std::memory_order_relaxed) == static_cast<int>(ShmFault::kRewrite)) {
+  if (injects_for_test(ShmFault::kRewrite)) {
     members_.barrier(op);  // every member has checked
     if (corrupts_for_test(ShmFault::kRewrite, members_.rank())) {
       me.exposed_input.store(16, std::memory_order_relaxed);  // inside the segment's header
@@ -245,8 +245,8 @@ bool DirectCollectives::all_to_all(const at::Tensor& output, const at::Tensor& i
   }
   // The directory, read from the segment once: what is checked below is what places the
   // pieces (a peer could write its entries again after the check).
-  const std::vector<int64_t> written(directory, directory + n * n * kDirectoryFields);
-  if (fault_for_test.load(std::memory_order_relaxed) == static_cast<int>(ShmFault::kRewrite)) {
+  directory_.assign(directory, directory + n * n * kDirectoryFields);
+  if (injects_for_test(ShmFault::kRewrite)) {
     members_.barrier("all_to_all");  // every member has read the directory
     if (corrupts_for_test(ShmFault::kRewrite, rank)) {
       for (int64_t m = 0; m < n; ++m) {
@@ -255,7 +255,7 @@ bool DirectCollectives::all_to_all(const at::Tensor& output, const at::Tensor& i
     }
   }
   const auto checked = [&](int64_t member, int64_t peer) {
-    return written.data() + (member * n + peer) * kDirectoryFields;
+    return directory_.data() + (member * n + peer) * kDirectoryFields;
   };
   // Every member checks every value and every pair, so a bad one fails on all members alike
   // instead of leaving the ones that did not see it waiting; then each receiver's output must

@@ -121,6 +121,8 @@ class DirectCollectives {
   // Every member's placements in the collective running, as agree() read and checked them.
   std::vector<Placement> inputs_;
   std::vector<Placement> outputs_;
+  // all_to_all's directory as read once before its checks (kept: no allocation per call).
+  std::vector<int64_t> directory_;
 };
 
 }  // namespace c10d_func::shm

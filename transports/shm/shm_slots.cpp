@@ -84,18 +84,19 @@ void Slots::all_to_all(const at::Tensor& output, const at::Tensor& input, size_t
               std::min(send[rank_], recv[rank_]));
   // Members know only their own sends and receives: agree on the number of rounds.
   const int parity = sync_.parity();
+  // A member's rounds cover at most 256 TiB in pieces: a larger count is not a real one.
+  const uint64_t most_rounds = (uint64_t{1} << 48) / piece;
   int64_t published = static_cast<int64_t>(rounds);
   if (corrupts_for_test(ShmFault::kRounds, rank_)) {
     published = INT64_MAX;
   } else if (corrupts_for_test(ShmFault::kManyRounds, rank_)) {
-    published = static_cast<int64_t>((uint64_t{1} << 48) / piece);  // the most believed
+    published = static_cast<int64_t>(most_rounds);
   }
   sync_.control(rank_).value[parity].store(published, std::memory_order_relaxed);
   sync_.barrier("all_to_all");
   for (int64_t m = 0; m < size_; ++m) {
     const int64_t theirs = sync_.control(m).value[parity].load(std::memory_order_relaxed);
-    // A member's rounds cover at most 256 TiB in pieces: a larger count is not a real one.
-    const std::string wrong = check_count(theirs, (uint64_t{1} << 48) / piece);
+    const std::string wrong = check_count(theirs, most_rounds);
     if (!wrong.empty()) {
       sync_.fail("all_to_all", sync_.name_of(m) + " published a bad number of rounds: " + wrong +
                                    " (a corrupted or version-skewed peer)");
