@@ -335,11 +335,7 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::alltoall_base(at::Tensor& output, at
   for (auto& size : in_splits) size *= row;
   auto comm = communicator(input.device(), kOp);
   at::Tensor buffer = flat(output, /*fill=*/false);
-  // No splits given (torch passes none for all_to_all_single without them): the even
-  // all_to_all, which the steps between hosts may serve.
-  const bool even = output_split_sizes.empty() && input_split_sizes.empty();
-  auto done = settle(even ? comm->all_to_all_even(buffer, flat(input, true))
-                          : comm->all_to_all(buffer, flat(input, true), out_splits, in_splits),
+  auto done = settle(comm->all_to_all(buffer, flat(input, true), out_splits, in_splits),
                      {{output, buffer}});
   return work(c10d::OpType::ALLTOALL_BASE, kOp, comm, done, {output}, opts.timeout);
 }

@@ -1,5 +1,7 @@
 """all_reduce (or, with --op, all_gather or reduce_scatter: FSDP's collectives; broadcast from
-rank 0: loading a checkpoint on one rank, DDP's start; all_to_all: MoE's exchange; reduce to
+rank 0: loading a checkpoint on one rank, DDP's start; all_to_all: MoE's exchange, evenly routed
+(no split sizes), and all_to_all_uneven: routed unevenly (split sizes given, of 1 to 4 shares of
+a rank's buffer per destination, the shares rotating with the rank); reduce to
 rank 0: a metric or checkpoint shard summed on one rank; gather to rank 0: results collected on
 one rank; scatter from rank 0: work handed out from one rank; these three with no torch funcol
 column, as torch's functional collectives have none of them)
@@ -50,6 +52,7 @@ OPS = [
     "reduce_scatter",
     "broadcast",
     "all_to_all",
+    "all_to_all_uneven",
     "reduce",
     "gather",
     "scatter",
@@ -67,6 +70,7 @@ CLASSIC = {
     "reduce_scatter": "reduce_scatter_tensor",
     "broadcast": "broadcast",
     "all_to_all": "all_to_all_single",
+    "all_to_all_uneven": "all_to_all_single",
     "reduce": "reduce",
     "gather": "gather",
     "scatter": "scatter",
@@ -141,6 +145,33 @@ def make_calls(op: str, everyone: list[int], backend_group, per_host: int) -> di
 
         def torch_eager(x):
             return torch_funcol.all_to_all_single(x, None, None, dist.group.WORLD).wait()
+
+    elif op == "all_to_all_uneven":  # MoE's token exchange routed unevenly: split sizes given
+
+        def routed(x):
+            """(output splits, input splits) of this rank's buffer of x's size."""
+            me = dist.get_rank()
+            sends = [uneven_splits(x.numel(), world, r) for r in range(world)]
+            return [sends[j][me] for j in range(world)], sends[me]
+
+        def eager(x, tag):
+            received, sent = routed(x)
+            return c10d_func.all_to_all_single(x, received, sent, everyone, tag).wait()
+
+        def as_compiled(x):
+            received, sent = routed(x)
+            return ops.wait_tensor(
+                ops.all_to_all_single(x, received, sent, "hier", everyone, world)
+            )
+
+        def classic(x, group):
+            received, sent = routed(x)
+            out = x.new_empty(sum(received))
+            return dist.all_to_all_single(out, x, received, sent, group=group)
+
+        def torch_eager(x):
+            received, sent = routed(x)
+            return torch_funcol.all_to_all_single(x, received, sent, dist.group.WORLD).wait()
 
     elif op == "broadcast":  # from rank 0, on host 0
 
@@ -222,6 +253,15 @@ def make_calls(op: str, everyone: list[int], backend_group, per_host: int) -> di
         lambda x: classic(x, None),
     ]
     return dict(zip(impls(op, per_host), [call for call in calls if call is not None]))
+
+
+def uneven_splits(rows: int, world: int, rank: int) -> list[int]:
+    """`rank`'s split sizes of `rows` in all_to_all_uneven: shares of 1 to 4 per destination
+    (1, 4, 2, 3 for 4 ranks), rotated by the rank, the remainder to the last destination."""
+    shares = [(1, 4, 2, 3)[(j + rank) % 4] for j in range(world)]
+    splits = [rows * share // sum(shares) for share in shares]
+    splits[-1] += rows - sum(splits)
+    return splits
 
 
 def rank_main(op: str, iters: int, per_host: int, sizes: str) -> None:
@@ -343,6 +383,19 @@ def floor_bytes(size: int, op: str, per_host: int) -> int:
     for the other host."""
     if op == "all_to_all":
         return size // 2 * per_host
+    if op == "all_to_all_uneven":  # the larger way between the hosts, ranks host by host
+        world, rows = 2 * per_host, max(size // 4, 2)
+        sends = [uneven_splits(rows, world, r) for r in range(world)]
+        ways = [
+            sum(
+                sends[r][j]
+                for r in range(world)
+                for j in range(world)
+                if r // per_host == h != j // per_host
+            )
+            for h in range(2)
+        ]
+        return max(ways) * 4
     return size if op in WHOLE_BUFFER_OPS else size // 2
 
 
@@ -353,6 +406,8 @@ def link_rate(
     what = "size" if op in WHOLE_BUFFER_OPS else "size / 2"
     if op == "all_to_all":
         what = f"size / 2 x {per_host} member(s) per host"
+    if op == "all_to_all_uneven":
+        what = "the parts one host sends the other (the larger way)"
     lines = [
         "",
         f"Link-rate fraction of {default_name(per_host)} (the floor: {what} / link rate):",

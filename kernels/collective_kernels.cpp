@@ -237,17 +237,11 @@ at::Tensor all_to_all_single(const at::Tensor& self, at::OptionalSymIntArrayRef 
   auto in_splits = input_split_sizes ? concrete(input_split_sizes->vec())
                                      : even_splits(self.dim() == 0 ? 1 : self.size(0), group_size);
   CollectiveCall call(kOp, self, tag, ranks, group_size,
-                      {.same_rows = false,
-                       .input_splits = in_splits,
-                       .output_splits = out_splits,
-                       .without_splits = !output_split_sizes && !input_split_sizes});
+                      {.same_rows = false, .input_splits = in_splits, .output_splits = out_splits});
   at::Tensor input = call.sendable(self);
   at::Tensor output = call.communicator().new_output(output_shape, self.options());
-  // No splits given: the even all_to_all, which the steps between hosts may serve.
-  call.record(output, output_split_sizes || input_split_sizes
-                          ? call.communicator().all_to_all(output, input, std::move(out_splits),
-                                                           std::move(in_splits))
-                          : call.communicator().all_to_all_even(output, input));
+  call.record(output, call.communicator().all_to_all(output, input, std::move(out_splits),
+                                                     std::move(in_splits)));
   return output;
 }
 

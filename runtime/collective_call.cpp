@@ -41,9 +41,6 @@ std::string fingerprint(std::string_view op, at::TensorList inputs, const MustAg
   if (!agreed.permutation.empty()) {
     out << " src_dst " << agreed.permutation;
   }
-  if (agreed.without_splits) {
-    out << " without split sizes";
-  }
   return out.str();
 }
 

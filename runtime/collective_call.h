@@ -22,9 +22,6 @@ struct MustAgree {
   // all_to_all_single: members may differ in dim 0; their splits must pair up instead.
   bool same_rows = true;
   at::IntArrayRef input_splits, output_splits;
-  // all_to_all_single without split sizes: the members pass them all or none
-  // (Communicator::all_to_all_even).
-  bool without_splits = false;
 };
 
 class CollectiveCall {

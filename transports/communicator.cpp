@@ -27,13 +27,6 @@ std::optional<std::string> Communicator::failure() const {
   return source != nullptr ? source->failure() : std::nullopt;
 }
 
-Completion Communicator::all_to_all_even(const at::Tensor& output, const at::Tensor& input) {
-  const auto even = [members = size()](const at::Tensor& tensor) {
-    return std::vector<int64_t>(members, (tensor.dim() == 0 ? 1 : tensor.size(0)) / members);
-  };
-  return all_to_all(output, input, even(output), even(input));
-}
-
 at::Tensor Communicator::snapshot(const at::Tensor& input) {
   return private_host_copy(input);
 }

@@ -45,16 +45,13 @@ class Communicator {
   virtual Completion all_gather(const at::Tensor& output, const at::Tensor& input) = 0;
   virtual Completion reduce_scatter(const at::Tensor& output, const at::Tensor& input,
                                     ReduceOp reduce_op) = 0;
-  // Split sizes count dim-0 rows, one entry per member.
+  // Split sizes count dim-0 rows, one entry per member. A caller that passed none (torch's
+  // None) passes dim 0 split evenly: members may mix the two, as torch's backends allow, so a
+  // transport chooses its path from what every member shares, never from whether splits were
+  // given or are equal on this member.
   virtual Completion all_to_all(const at::Tensor& output, const at::Tensor& input,
                                 std::vector<int64_t> output_split_sizes,
                                 std::vector<int64_t> input_split_sizes) = 0;
-  // An all_to_all whose caller passed no split sizes (torch's None): dim 0 split evenly. A
-  // transport may take that to hold on every member (so do torch's callers: all or none pass
-  // splits): the steps between hosts serve only this one, where explicit splits can be equal on
-  // one member and not on another, which no member could tell from its own. The default runs
-  // all_to_all with the even splits.
-  virtual Completion all_to_all_even(const at::Tensor& output, const at::Tensor& input);
   virtual Completion broadcast(const at::Tensor& buffer, int64_t root) = 0;
   // In place; only `root`'s buffer is defined afterwards (others are left to the caller).
   virtual Completion reduce(const at::Tensor& buffer, int64_t root, ReduceOp reduce_op) = 0;

@@ -27,12 +27,6 @@ Completion ForwardingCommunicator::all_to_all(const at::Tensor& output, const at
   });
 }
 
-Completion ForwardingCommunicator::all_to_all_even(const at::Tensor& output,
-                                                   const at::Tensor& input) {
-  return around({"all_to_all", input, output},
-                [&] { return inner_->all_to_all_even(output, input); });
-}
-
 Completion ForwardingCommunicator::broadcast(const at::Tensor& buffer, int64_t root) {
   return around({"broadcast", buffer, buffer}, [&] { return inner_->broadcast(buffer, root); });
 }

@@ -28,7 +28,6 @@ class ForwardingCommunicator : public Communicator {
   Completion all_to_all(const at::Tensor& output, const at::Tensor& input,
                         std::vector<int64_t> output_split_sizes,
                         std::vector<int64_t> input_split_sizes) override;
-  Completion all_to_all_even(const at::Tensor& output, const at::Tensor& input) override;
   Completion broadcast(const at::Tensor& buffer, int64_t root) override;
   Completion reduce(const at::Tensor& buffer, int64_t root, ReduceOp reduce_op) override;
   Completion gather(const at::Tensor& output, const at::Tensor& input, int64_t root) override;

@@ -376,26 +376,39 @@ def body_debug_mode_reports_mismatch(rank: int, world_size: int, tag: str):
         return ok, str(error)
 
 
-def body_debug_mode_reports_splits_on_some_members_only(rank: int, world_size: int, tag: str):
-    # all_to_all_single with split sizes on rank 0 only (even ones) and none on the others: the
-    # members pass them all or none (across hosts only calls without any take the steps between
-    # hosts), and the check names the difference.
+def body_debug_mode_checks_splits_given_by_some_members_only(rank: int, world_size: int, tag: str):
+    # all_to_all_single with split sizes on rank 0 only and none (even splits) on the others, as
+    # torch's backends accept: with rank 0's splits even, the check passes and the result is
+    # right; with rank 0 sending rank 1 a row more than the even split, it names the pair.
     ranks = list(range(world_size))
+    x = torch.arange(2.0 * world_size) + 100 * rank
     splits = [2] * world_size if rank == 0 else None
+    got = ops.wait_tensor(ops.all_to_all_single(x, splits, splits, tag, ranks, world_size))
+    expected = torch.cat([torch.arange(2.0 * rank, 2.0 * rank + 2) + 100 * j for j in ranks])
+    outcome = "right" if torch.equal(got, expected) else f"wrong: {got.tolist()}"
+    sends = [2] * world_size
+    sends[1] += 1 if rank == 0 else 0
     try:
-        ops.all_to_all_single(torch.ones(2 * world_size), splits, splits, tag, ranks, world_size)
-        return "no error"
+        ops.all_to_all_single(
+            torch.ones(sum(sends)),
+            [2] * world_size if rank == 0 else None,
+            sends if rank == 0 else None,
+            tag,
+            ranks,
+            world_size,
+        )
+        return outcome, "no error"
     except RuntimeError as error:
-        return str(error)
+        return outcome, str(error)
 
 
-def test_debug_mode_reports_split_sizes_given_on_some_members_only():
+def test_debug_mode_checks_split_sizes_given_by_some_members_only():
     pool = get_pool(2, DETAIL)
     tag = f"debug-splits-{uuid.uuid4().hex[:8]}"
-    for message in pool.run(body_debug_mode_reports_splits_on_some_members_only, tag):
-        assert "the members of chunk" in message and "disagree" in message, message
-        assert "rank 1: all_to_all_single Float[*] without split sizes" in message, message
-        assert "rank 0: all_to_all_single Float[*]" in message, message
+    for outcome, message in pool.run(body_debug_mode_checks_splits_given_by_some_members_only, tag):
+        assert outcome == "right", outcome
+        assert "the members of chunk" in message and "disagree on collective #1" in message, message
+        assert "rank 0 sends 3 rows to rank 1, which expects 2" in message, message
 
 
 # torch's own switch turns the check on as well: a user needs one switch for both.

@@ -211,25 +211,55 @@ def test_a_rail_without_its_link_takes_every_member_to_one_path():
     assert leftovers == {0: [], 1: []}, leftovers
 
 
-@pytest.mark.parametrize("per_host", [2, 1], ids=["hierarchical", "one_member_per_host"])
-def test_all_to_all_with_splits_equal_on_some_members_only(per_host):
-    # Split sizes equal on every member but the last, which keeps 3 more rows for itself: the
-    # members with equal splits cannot tell from theirs that the last's are not, so explicit
-    # splits never take the steps of equal blocks between hosts (only calls without splits do).
-    # Before, those members went over the links while the last went to Gloo, and every member
-    # failed at the timeout (10 s here).
-    hosts_of = [h for h in range(2) for _ in range(per_host)]
-    with TestHosts(2) as hosts:
+@pytest.mark.parametrize(
+    "hosts_count, per_host, order",
+    [(2, 2, "ordered"), (2, 2, "alternating"), (3, 2, "ordered"), (2, 1, "ordered")],
+    ids=["hierarchical", "hierarchical_alternating", "three_hosts", "one_member_per_host"],
+)
+def test_all_to_all_with_split_sizes_of_every_kind(hosts_count, per_host, order):
+    # With split sizes, calls go the way calls without them do (the steps between hosts or
+    # flat Gloo, by a size every member agrees on): equal on some members only, uneven with
+    # empty parts, and given by some members while the others pass none (which torch's backends
+    # accept; before, members with splits went to Gloo and the others to the steps between
+    # hosts, and every member failed at the timeout), each against the reference. Splits that
+    # do not pair up fail on the spot, naming the sizes: between hosts on both sides of the
+    # rail's link, inside a host on every member of that host, and the other host's members at
+    # once through the link (RailLink::refuse), none at the timeout (10 s here) and none after
+    # a roll call (every member is there). Between three hosts the rails first agree on the
+    # largest host's size.
+    hosts_of = [h for h in range(hosts_count) for _ in range(per_host)]
+    with TestHosts(hosts_count) as hosts:
         launchers = hosts.launch(
             "on_test_hosts.py",
-            [per_host] * 2,
-            ["uneven_all_to_all", ",".join(map(str, hosts_of))],
+            [per_host] * hosts_count,
+            ["all_to_all_splits", ",".join(map(str, hosts_of)), order],
             env={"C10D_FUNC_TIMEOUT": "10"},
         )
         ranks, leftovers = host_results(launchers)
-    for result in rank_results(ranks).values():
-        assert result == {"failures": []}, result
-    assert leftovers == {0: [], 1: []}, leftovers
+    results = rank_results(ranks)
+    for result in results.values():
+        assert result["failures"] == [], result["failures"]
+    labels = {"across hosts", "inside a host"} if per_host == 2 else {"across hosts"}
+    for label in labels:
+        errors = {rank: result["errors"][label] for rank, result in results.items()}
+        for rank, outcome in errors.items():
+            assert outcome["elapsed"] < 5, (label, rank, outcome)  # not at the timeout
+            assert "did not take part" not in outcome["error"], (label, rank, outcome)
+            assert "roll call" not in outcome["error"], (label, rank, outcome)
+        unpaired = [r for r, o in errors.items() if "do not pair up" in o["error"]]
+        if label == "inside a host":
+            # Every member of the first rank's host names the pair; the others' members hear
+            # of it through their rails' links.
+            first_host = [r for r, h in enumerate(hosts_of) if h == hosts_of[0]]
+            assert sorted(unpaired) == first_host, errors
+            for rank, outcome in errors.items():
+                if rank not in first_host:
+                    assert "before its step between hosts" in outcome["error"], (rank, outcome)
+        else:
+            # Both sides of the link that carries the extra row name it.
+            assert len(unpaired) >= 2, errors
+            assert any("bytes of this all_to_all" in errors[r]["error"] for r in unpaired), errors
+    assert leftovers == {host: [] for host in range(hosts_count)}, leftovers
 
 
 def test_every_collective_compiled_and_packaged_across_hosts(tmp_path_factory):

@@ -37,14 +37,6 @@ constexpr int64_t kLeadersOnlyBytes = int64_t{512} << 10;
 // in 1 MiB pieces, 8.4-8.7 in 512 KiB, 9.8-10.2 in 256 KiB).
 constexpr int64_t kPipelinedPieceBytes = int64_t{512} << 10;
 
-// Up to this many bytes of input, an all_to_all on even hosts goes in two steps (inside the host,
-// then along the rail over its link); above it, on flat Gloo, where the steps, one after the
-// other and with reordering copies of the whole buffer, cost more than Gloo's concurrent pairs.
-// Measured on 2 hosts x 2 ranks over 10 Gb/s, back to back, two steps against flat Gloo: 64 B
-// 0.39-0.47 against 1.2-2.1 ms, 64 KiB 0.46-0.55 against 1.7 ms, 1 MiB 1.8-2.5 against 2.0-2.4
-// ms, 8 MiB 13.4 against 7.6-9.4 ms.
-constexpr int64_t kTwoStepAllToAllBytes = int64_t{512} << 10;
-
 // Below this many bytes of a whole all_gather output or reduce_scatter input, the host step is
 // one collective over a reordered copy: copying costs less than a second step's synchronization.
 constexpr int64_t kSplitHostStepBytes = int64_t{256} << 10;
@@ -82,12 +74,13 @@ bool splits_host_step(const HostPlacement& placement, int64_t bytes) {
 
 class HierarchicalCommunicator final : public HostSpanningCommunicator {
  public:
-  HierarchicalCommunicator(int64_t rank, HostPlacement placement,
+  HierarchicalCommunicator(int64_t rank, std::vector<int64_t> members, HostPlacement placement,
                            std::shared_ptr<Communicator> local, std::shared_ptr<Communicator> rail,
                            std::shared_ptr<Communicator> flat, std::unique_ptr<RailLink> rail_link,
                            std::shared_ptr<FailureRollCall> roll_call)
       : HostSpanningCommunicator(std::move(flat), roll_call),
         rank_(rank),
+        members_(std::move(members)),
         placement_(std::move(placement)),
         local_(std::move(local)),
         rail_(std::move(rail)),
@@ -147,7 +140,7 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
 
   Completion all_gather(const at::Tensor& output, const at::Tensor& input) override {
     if (!even_ || input.numel() == 0) {
-      return flat_->all_gather(output, input);
+      return on_flat([=, this] { return flat_->all_gather(output, input); });
     }
     return submit(output.nbytes(), [this, output, input] {
       at::AutoDispatchBelowADInplaceOrView below;
@@ -197,7 +190,7 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
   Completion reduce_scatter(const at::Tensor& output, const at::Tensor& input,
                             ReduceOp reduce_op) override {
     if (!even_ || input.numel() == 0) {
-      return flat_->reduce_scatter(output, input, reduce_op);
+      return on_flat([=, this] { return flat_->reduce_scatter(output, input, reduce_op); });
     }
     return submit(input.nbytes(), [this, output, input, reduce_op] {
       at::AutoDispatchBelowADInplaceOrView below;
@@ -244,15 +237,22 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
     });
   }
 
-  // Only where no member passed split sizes (Communicator::all_to_all_even); with splits, Gloo's.
-  Completion all_to_all_even(const at::Tensor& output, const at::Tensor& input) override {
-    if (!even_ || !rail_link_ || input.numel() == 0 || input.nbytes() > kTwoStepAllToAllBytes ||
-        input.dim() == 0 || input.size(0) % size() != 0) {
-      return flat_->all_to_all_even(output, input);
+  // With or without split sizes, on even hosts whose rails all have their links: small and medium
+  // all_to_alls in two steps, larger ones on flat Gloo (two_step_all_to_all.h).
+  Completion all_to_all(const at::Tensor& output, const at::Tensor& input,
+                        std::vector<int64_t> output_split_sizes,
+                        std::vector<int64_t> input_split_sizes) override {
+    if (!even_ || !rail_link_) {
+      return HostSpanningCommunicator::all_to_all(output, input, std::move(output_split_sizes),
+                                                  std::move(input_split_sizes));
     }
-    return submit(input.nbytes(), [this, output, input] {
+    const int64_t bytes = std::max(input.nbytes(), output.nbytes());
+    return submit(bytes, [this, output, input, output_split_sizes, input_split_sizes] {
       at::AutoDispatchBelowADInplaceOrView below;
-      all_to_all_in_two_steps(output, input, placement_, rank_, *local_, *rail_link_);
+      // Its call on flat_, where it makes one, is issued from the queue: in order with every
+      // other (on_flat).
+      all_to_all_across_hosts(output, input, output_split_sizes, input_split_sizes, placement_,
+                              rank_, members_, *local_, *rail_link_, *flat_);
     });
   }
 
@@ -300,7 +300,7 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
 
   Completion broadcast(const at::Tensor& buffer, int64_t root) override {
     if (!even_ || buffer.numel() == 0 || !buffer.is_contiguous()) {
-      return flat_->broadcast(buffer, root);
+      return on_flat([=, this] { return flat_->broadcast(buffer, root); });
     }
     return submit(buffer.nbytes(), [this, buffer, root] {
       at::AutoDispatchBelowADInplaceOrView below;
@@ -456,6 +456,7 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
   void on_failed(const std::string& reason) override { local_->mark_failed(reason); }
 
   int64_t rank_;
+  std::vector<int64_t> members_;  // global ranks, for messages
   HostPlacement placement_;
   std::shared_ptr<Communicator> local_;  // this member's host
   std::shared_ptr<Communicator> rail_;   // equal local index across hosts (uneven: first members)
@@ -471,12 +472,13 @@ class HierarchicalCommunicator final : public HostSpanningCommunicator {
 }  // namespace
 
 std::shared_ptr<Communicator> make_host_and_rail_communicator(
-    int64_t rank, HostPlacement placement, std::shared_ptr<Communicator> local,
-    std::shared_ptr<Communicator> rail, std::shared_ptr<Communicator> flat,
-    std::unique_ptr<RailLink> rail_link, std::shared_ptr<FailureRollCall> roll_call) {
-  return std::make_shared<HierarchicalCommunicator>(rank, std::move(placement), std::move(local),
-                                                    std::move(rail), std::move(flat),
-                                                    std::move(rail_link), std::move(roll_call));
+    int64_t rank, std::vector<int64_t> members, HostPlacement placement,
+    std::shared_ptr<Communicator> local, std::shared_ptr<Communicator> rail,
+    std::shared_ptr<Communicator> flat, std::unique_ptr<RailLink> rail_link,
+    std::shared_ptr<FailureRollCall> roll_call) {
+  return std::make_shared<HierarchicalCommunicator>(
+      rank, std::move(members), std::move(placement), std::move(local), std::move(rail),
+      std::move(flat), std::move(rail_link), std::move(roll_call));
 }
 
 }  // namespace c10d_func

@@ -17,8 +17,8 @@
 //                    host, so each host's blocks cross the network once;
 //   broadcast      = broadcast along the root's rail (the buffer crosses to each other host
 //                    once), then inside each host from that rail's member;
-//   all_to_all     = of equal blocks up to 512 KiB: inside each host, then along the rails
-//                    (two_step_all_to_all.h);
+//   all_to_all     = with or without split sizes, up to 512 KiB per member: inside each host,
+//                    then along the rails (two_step_all_to_all.h);
 //   reduce         = the all_reduce (only the root's result is kept; uneven hosts: up to 512 KiB);
 //   gather         = the all_gather on even hosts up to 1 MiB of output (the others' copies go
 //                    to a scratch buffer);
@@ -32,14 +32,15 @@
 // crosses to every other host once, as in a ring). Outputs and snapshots come from the host's
 // symmetric memory (the shm communicator's pool), as on one host.
 // Uneven hosts: all_gather, reduce_scatter, broadcast, all_to_all, gather and scatter run flat
-// on the across-hosts transport over every member. Each collective's steps run one collective
-// at a time in issue order, so every member issues its sub-communicators' collectives in the
-// same order: on the communicator's own thread, or on the thread that waits the collective when
-// it is next and nothing runs (it would block anyway, and a small collective then pays no
-// hand-off between threads). Where the host's members' threads outnumber its cores, a small
-// functional collective (up to 64 KiB) does not wake the communicator's thread: it is left to
-// its waiter for a grace of 1 ms (TaskQueue::push_for_waiter; C10D_FUNC_WAITER_FIRST chooses).
-// Whichever runs them runs the host's shm steps itself. reduce,
+// on the across-hosts transport over every member. Every call on it is issued in order with the
+// queued collectives (StepsInOrder::in_order), since a queued all_to_all may issue one. Each
+// collective's steps run one collective at a time in issue order, so every member issues its
+// sub-communicators' collectives in the same order: on the communicator's own thread, or on the
+// thread that waits the collective when it is next and nothing runs (it would block anyway, and a
+// small collective then pays no hand-off between threads). Where the host's members' threads
+// outnumber its cores, a small functional collective (up to 64 KiB) does not wake the
+// communicator's thread: it is left to its waiter for a grace of 1 ms (TaskQueue::push_for_waiter;
+// C10D_FUNC_WAITER_FIRST chooses). Whichever runs them runs the host's shm steps itself. reduce,
 // gather and scatter run as other collectives carry their root into what the members compare
 // (StepDetail, call_scope.h).
 //
@@ -72,10 +73,12 @@ std::shared_ptr<Communicator> make_hierarchical(const Rendezvous& rendezvous,
 // The communicator of a chunk whose hosts share members, from its formed parts (make_hierarchical,
 // hierarchy_formation.cpp): `local` this member's host, `rail` its rail over Gloo (none on an
 // uneven host's later members), `rail_link` that rail's link (none where a member has no
-// address its peers reach), `flat` every member over Gloo.
+// address its peers reach), `flat` every member over Gloo; `members` the global ranks, for
+// messages.
 std::shared_ptr<Communicator> make_host_and_rail_communicator(
-    int64_t rank, HostPlacement placement, std::shared_ptr<Communicator> local,
-    std::shared_ptr<Communicator> rail, std::shared_ptr<Communicator> flat,
-    std::unique_ptr<RailLink> rail_link, std::shared_ptr<FailureRollCall> roll_call);
+    int64_t rank, std::vector<int64_t> members, HostPlacement placement,
+    std::shared_ptr<Communicator> local, std::shared_ptr<Communicator> rail,
+    std::shared_ptr<Communicator> flat, std::unique_ptr<RailLink> rail_link,
+    std::shared_ptr<FailureRollCall> roll_call);
 
 }  // namespace c10d_func

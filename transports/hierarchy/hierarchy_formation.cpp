@@ -114,9 +114,9 @@ std::shared_ptr<Communicator> make_hierarchical(const Rendezvous& rendezvous,
     }
     return reporting_missing_members(std::move(flat), std::move(roll_call));
   }
-  return make_host_and_rail_communicator(me, std::move(placement), std::move(host), std::move(rail),
-                                         std::move(flat), std::move(rail_link),
-                                         std::move(roll_call));
+  return make_host_and_rail_communicator(me, rendezvous.members, std::move(placement),
+                                         std::move(host), std::move(rail), std::move(flat),
+                                         std::move(rail_link), std::move(roll_call));
 }
 
 }  // namespace c10d_func

@@ -15,7 +15,7 @@ Completion HostSpanningCommunicator::gather(const at::Tensor& output, const at::
       runs_rooted_as_collectives() && input.numel() > 0 && bytes <= kGatherAsAllGatherBytes;
   const bool over_links = links_carry_rooted_steps() && bytes > kGatherAsAllGatherBytes;
   if (!as_all_gather && !over_links) {
-    return flat_->gather(output, input, root);
+    return on_flat([=, this] { return flat_->gather(output, input, root); });
   }
   // Chosen from what every member shares (sizes, placement): one choosing by its own tensors
   // would wait on Gloo for members gone the other way.
@@ -36,7 +36,7 @@ Completion HostSpanningCommunicator::scatter(const at::Tensor& output, const at:
   const bool over_links = links_carry_rooted_steps() && bytes > kScatterAsBroadcastBytes &&
                           bytes <= kScatterOverLinksBytes;
   if (!as_broadcast && !over_links) {
-    return flat_->scatter(output, input, root);
+    return on_flat([=, this] { return flat_->scatter(output, input, root); });
   }
   // Chosen from what every member shares, as for gather.
   StepDetail agreed(StepDetail::of_root("scatter", root));  // members naming other roots fail

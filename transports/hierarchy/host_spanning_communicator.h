@@ -24,17 +24,15 @@ class HostSpanningCommunicator : public Communicator {
   Completion all_to_all(const at::Tensor& output, const at::Tensor& input,
                         std::vector<int64_t> output_split_sizes,
                         std::vector<int64_t> input_split_sizes) override {
-    return flat_->all_to_all(output, input, std::move(output_split_sizes),
-                             std::move(input_split_sizes));
-  }
-  Completion all_to_all_even(const at::Tensor& output, const at::Tensor& input) override {
-    return flat_->all_to_all_even(output, input);
+    return on_flat([=, this] {
+      return flat_->all_to_all(output, input, output_split_sizes, input_split_sizes);
+    });
   }
   Completion broadcast(const at::Tensor& buffer, int64_t root) override {
-    return flat_->broadcast(buffer, root);
+    return on_flat([=, this] { return flat_->broadcast(buffer, root); });
   }
   Completion reduce(const at::Tensor& buffer, int64_t root, ReduceOp reduce_op) override {
-    return flat_->reduce(buffer, root, reduce_op);
+    return on_flat([=, this] { return flat_->reduce(buffer, root, reduce_op); });
   }
   // Small gathers and scatters run as the derived communicator's all_gather and broadcast where
   // runs_rooted_as_collectives(): one round over the hosts' links, where Gloo's pairs to or from
@@ -83,6 +81,12 @@ class HostSpanningCommunicator : public Communicator {
                                        int64_t root);
   virtual Completion scatter_over_links(const at::Tensor& output, const at::Tensor& input,
                                         int64_t root);
+
+  // `issue`, a collective on flat_, in issue order with the queued collectives: every call on
+  // flat_ goes through here (StepsInOrder::in_order says why).
+  Completion on_flat(std::function<Completion()> issue) {
+    return steps_.in_order(std::move(issue));
+  }
 
   std::shared_ptr<Communicator> flat_;  // every member, across hosts; failures name the missing
   // The derived communicator's destructor stops it first, while the parts its steps use live.

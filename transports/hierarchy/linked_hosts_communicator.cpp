@@ -5,6 +5,7 @@
 
 #include "transports/call_scope.h"
 #include "transports/hierarchy/host_spanning_communicator.h"
+#include "transports/hierarchy/two_step_all_to_all.h"
 #include "transports/reduction_staging.h"
 
 namespace c10d_func {
@@ -32,7 +33,7 @@ class LinkedHostsCommunicator final : public HostSpanningCommunicator {
       return completed();
     }
     if (!link_->serves_all_reduce(buffer.nbytes())) {
-      return flat_->all_reduce(buffer, reduce_op);
+      return on_flat([=, this] { return flat_->all_reduce(buffer, reduce_op); });
     }
     auto whole = [this, buffer, reduce_op] {
       at::AutoDispatchBelowADInplaceOrView below;
@@ -117,7 +118,7 @@ class LinkedHostsCommunicator final : public HostSpanningCommunicator {
 
   Completion all_gather(const at::Tensor& output, const at::Tensor& input) override {
     if (input.numel() == 0) {
-      return flat_->all_gather(output, input);
+      return on_flat([=, this] { return flat_->all_gather(output, input); });
     }
     return steps_.submit([this, output, input] {
       at::AutoDispatchBelowADInplaceOrView below;
@@ -129,7 +130,7 @@ class LinkedHostsCommunicator final : public HostSpanningCommunicator {
   Completion reduce_scatter(const at::Tensor& output, const at::Tensor& input,
                             ReduceOp reduce_op) override {
     if (size() != 2 || input.numel() == 0) {
-      return flat_->reduce_scatter(output, input, reduce_op);
+      return on_flat([=, this] { return flat_->reduce_scatter(output, input, reduce_op); });
     }
     return steps_.submit([this, output, input, reduce_op] {
       at::AutoDispatchBelowADInplaceOrView below;
@@ -144,25 +145,31 @@ class LinkedHostsCommunicator final : public HostSpanningCommunicator {
     });
   }
 
-  // Only where no member passed split sizes (Communicator::all_to_all_even); with splits, Gloo's.
-  Completion all_to_all_even(const at::Tensor& output, const at::Tensor& input) override {
-    if (input.numel() == 0 || input.dim() == 0 || input.size(0) % size() != 0) {
-      return flat_->all_to_all_even(output, input);
-    }
-    return steps_.submit([this, output, input] {
+  // On the link at every size, with or without split sizes: each member's part for each other
+  // straight from its place in the input into its place in the receiver's output, in one round.
+  Completion all_to_all(const at::Tensor& output, const at::Tensor& input,
+                        std::vector<int64_t> output_split_sizes,
+                        std::vector<int64_t> input_split_sizes) override {
+    return steps_.submit([this, output, input, output_split_sizes, input_split_sizes] {
       at::AutoDispatchBelowADInplaceOrView below;
-      // Member m is on host m: block m of the input goes to it, block m of the output comes
-      // from it, each received straight into its place.
-      const std::vector<at::Tensor> sends = input.view({size(), -1}).unbind(0);
-      const std::vector<at::Tensor> receives = output.view({size(), -1}).unbind(0);
-      receives[rank_].copy_(sends[rank_]);
+      // Member m is on host m: its part of the input goes to it, its part of the output comes
+      // from it.
+      const std::vector<at::Tensor> sends = parts_of(input, input_split_sizes);
+      const std::vector<at::Tensor> receives = parts_of(output, output_split_sizes);
       link_->all_to_all(sends, receives);
+      // After the link's round, so that the peers are not kept waiting for a part this member
+      // would never send.
+      TORCH_CHECK_VALUE(sends[rank_].nbytes() == receives[rank_].nbytes(),
+                        "all_to_all: this member's split sizes keep ", sends[rank_].nbytes(),
+                        " bytes of its input for itself and expect ", receives[rank_].nbytes(),
+                        " from itself");
+      receives[rank_].copy_(sends[rank_]);
     });
   }
 
   Completion broadcast(const at::Tensor& buffer, int64_t root) override {
     if (buffer.numel() == 0 || !buffer.is_contiguous()) {
-      return flat_->broadcast(buffer, root);
+      return on_flat([=, this] { return flat_->broadcast(buffer, root); });
     }
     return steps_.submit([this, buffer, root] {
       at::AutoDispatchBelowADInplaceOrView below;

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <exception>
 #include <functional>
 #include <sstream>
 
@@ -29,13 +30,6 @@ char* data_of(const at::Tensor& tensor) {
   return static_cast<char*>(tensor.data_ptr());
 }
 
-// Named apart from shm::Header: the unity build may put both files in one translation unit.
-struct RailHeader {
-  uint64_t collective;
-  uint64_t bytes;
-  uint64_t detail;  // StepDetail::current(): e.g. the root of a reduce run as an all_reduce
-};
-
 // In place, reductions between two hosts are folded as the bytes arrive, in steps of this many
 // bytes: large enough that a step's kernel call costs nothing beside it, small enough that the
 // reduction runs while the rest is still on the wire.
@@ -43,21 +37,6 @@ constexpr size_t kReduceStep = size_t{256} << 10;
 // The most one exchange carries: a larger all_reduce between two hosts goes in windows of this
 // size, so the inbox kept across collectives stays this small whatever the message.
 constexpr size_t kWindowBytes = size_t{8} << 20;
-
-// Sends the rest of `header` to every peer that has not had it, as far as its socket takes it
-// now: a member failing a collective on one peer's header still shows its own to the others,
-// which may agree with this one and would otherwise wait for its payload until the timeout.
-void show_header_before_failing(const std::vector<int>& sockets, int64_t self,
-                                const RailHeader& header, std::vector<size_t>& sent,
-                                const std::vector<size_t>& sending) {
-  for (size_t q = 0; q < sockets.size(); ++q) {
-    if (static_cast<int64_t>(q) != self && sent[q] < sizeof(RailHeader) && sending[q] > 0) {
-      const ssize_t moved = ::send(sockets[q], reinterpret_cast<const char*>(&header) + sent[q],
-                                   sizeof(RailHeader) - sent[q], MSG_NOSIGNAL | MSG_DONTWAIT);
-      sent[q] += moved > 0 ? static_cast<size_t>(moved) : 0;
-    }
-  }
-}
 
 }  // namespace
 
@@ -142,7 +121,7 @@ std::shared_ptr<BegunExchange> RailLink::begin_all_reduce(const at::Tensor& buff
   begun->detail = StepDetail::current();
   const char* const mine = static_cast<const char*>(buffer.data_ptr());
   begun->payload.assign(mine, mine + bytes);
-  RailHeader header{begun->collective, bytes, begun->detail};
+  RailHeader header{begun->collective, bytes, begun->detail, bytes};
   const size_t total = sizeof(RailHeader) + bytes;
   begun->sent.assign(sockets_.size(), 0);
   begun->sent[position_] = total;
@@ -271,36 +250,40 @@ void RailLink::compare_rooted(size_t bytes) {
 
 void RailLink::all_to_all(const std::vector<at::Tensor>& sends,
                           const std::vector<at::Tensor>& receives) {
-  const auto peer = (position_ + 1) % size();
   TORCH_INTERNAL_ASSERT(static_cast<int64_t>(sends.size()) == size() &&
                             static_cast<int64_t>(receives.size()) == size(),
                         "rail link: all_to_all of ", sends.size(), " parts between ", size());
   std::vector<char*> from(sockets_.size(), nullptr), into(sockets_.size(), nullptr);
+  PartSizes parts{std::vector<size_t>(sockets_.size(), 0), std::vector<size_t>(sockets_.size(), 0)};
   for (int64_t p = 0; p < size(); ++p) {
     if (p == position_) {
       continue;
     }
-    TORCH_INTERNAL_ASSERT(sends[p].is_contiguous() && receives[p].is_contiguous() &&
-                              sends[p].nbytes() == sends[peer].nbytes() &&
-                              receives[p].nbytes() == sends[peer].nbytes(),
-                          "rail link: all_to_all parts of different sizes");
+    TORCH_INTERNAL_ASSERT(sends[p].is_contiguous() && receives[p].is_contiguous(),
+                          "rail link: all_to_all of strided parts");
     from[p] = data_of(sends[p]);
     into[p] = data_of(receives[p]);
+    parts.sends[p] = sends[p].nbytes();
+    parts.receives[p] = receives[p].nbytes();
   }
   exchange(
-      data_of(sends[peer]), sends[peer].nbytes(), [](size_t) {}, into, {}, from);
+      nullptr, 0, [](size_t) {}, into, {}, from, nullptr, &parts);
 }
 
 void RailLink::exchange(char* payload, size_t bytes,
                         const std::function<void(size_t)>& received_up_to,
                         const std::vector<char*>& receive_into, RootedFlow rooted,
-                        const std::vector<char*>& send_from, BegunExchange* begun) {
+                        const std::vector<char*>& send_from, BegunExchange* begun,
+                        const PartSizes* part_sizes) {
   const int64_t members = size();
-  const RailHeader header = begun != nullptr
-                                ? RailHeader{begun->collective, bytes, begun->detail}
-                                : RailHeader{++collectives_, bytes, StepDetail::current()};
-  // Per peer, how much of (header, payload) goes to it and comes from it, how much has gone and
-  // come; their header.
+  TORCH_INTERNAL_ASSERT(part_sizes == nullptr || (!receive_into.empty() && !send_from.empty() &&
+                                                  rooted.root < 0 && begun == nullptr),
+                        "rail link: parts of different sizes go from and into given buffers");
+  // Per peer: the header it gets (with parts, each its own sizes), how much of (header, payload)
+  // goes to it and comes from it, how much has gone and come; their header.
+  std::vector<RailHeader> headers(
+      members, begun != nullptr ? RailHeader{begun->collective, bytes, begun->detail, bytes}
+                                : RailHeader{++collectives_, bytes, StepDetail::current(), bytes});
   std::vector<size_t> sending(members, 0), receiving(members, 0), sent(members, 0), got(members, 0);
   std::vector<RailHeader> theirs(members);
   const size_t total = sizeof(RailHeader) + bytes;
@@ -310,7 +293,7 @@ void RailLink::exchange(char* payload, size_t bytes,
   // scatter or gather, or a broadcast a scatter runs as) shows every member's header to every
   // other, so that members naming other roots fail on the spot, both sides, even two that each
   // think they send (and none receives).
-  const bool headers_everywhere = rooted.root >= 0 && header.detail != 0;
+  const bool headers_everywhere = rooted.root >= 0 && headers[0].detail != 0;
   const size_t header_only = headers_everywhere ? sizeof(RailHeader) : 0;
   int64_t open = 0;
   for (int64_t p = 0; p < members; ++p) {
@@ -321,6 +304,12 @@ void RailLink::exchange(char* payload, size_t bytes,
     const bool receives = rooted.root < 0 || (rooted.to_root ? position_ : p) == rooted.root;
     sending[p] = sends ? total : header_only;
     receiving[p] = receives ? total : header_only;
+    if (part_sizes != nullptr) {
+      headers[p].bytes = part_sizes->sends[p];
+      headers[p].receives = part_sizes->receives[p];
+      sending[p] = sizeof(RailHeader) + part_sizes->sends[p];
+      receiving[p] = sizeof(RailHeader) + part_sizes->receives[p];
+    }
     sent[p] = begun != nullptr ? begun->sent[p] : 0;
     if (receives && receive_into.empty() && inbox_[p].size() < bytes) {
       inbox_[p].resize(bytes);
@@ -356,6 +345,7 @@ void RailLink::exchange(char* payload, size_t bytes,
   };
   const std::chrono::milliseconds timeout = timeout_.get();
   const auto deadline = Clock::now() + timeout;
+  std::exception_ptr unpaired;  // a peer's sizes that do not match, raised once the rest is done
   std::vector<pollfd> ready;
   std::vector<int64_t> peer_of;
   while (open > 0) {
@@ -392,9 +382,8 @@ void RailLink::exchange(char* payload, size_t bytes,
         iovec parts[2];
         msghdr message{};
         message.msg_iov = parts;
-        message.msg_iovlen =
-            pieces(sent[p], sending[p], reinterpret_cast<char*>(const_cast<RailHeader*>(&header)),
-                   send_from.empty() ? payload : send_from[p], parts);
+        message.msg_iovlen = pieces(sent[p], sending[p], reinterpret_cast<char*>(&headers[p]),
+                                    send_from.empty() ? payload : send_from[p], parts);
         const ssize_t moved = ::sendmsg(fd, &message, MSG_NOSIGNAL);
         TORCH_CHECK(moved >= 0 || errno == EAGAIN || errno == EINTR, "between hosts (", name_,
                     "): sending to ", name(p), " failed (", error_text(errno),
@@ -419,19 +408,19 @@ void RailLink::exchange(char* payload, size_t bytes,
           const size_t before = got[p];
           got[p] += static_cast<size_t>(moved);
           if (before < sizeof(RailHeader) && got[p] >= sizeof(RailHeader)) {
-            if (theirs[p].collective != header.collective || theirs[p].bytes != bytes ||
-                theirs[p].detail != header.detail) {
-              show_header_before_failing(sockets_, position_, header, sent, sending);
+            try {
+              check_header(theirs[p], headers, p, sent, sending, part_sizes != nullptr);
+            } catch (const c10::ValueError&) {
+              // This pair's sizes do not match, or the peer refused: both sides of the pair stop
+              // there (each compares both sizes), and the exchange with every other peer goes on,
+              // so none of them waits for this member's payload until its timeout. Raised after.
+              unpaired = std::current_exception();
+              if (sent[p] < sending[p]) {
+                sending[p] = sent[p];
+                --open;
+              }
+              receiving[p] = got[p];
             }
-            TORCH_CHECK(theirs[p].collective == header.collective && theirs[p].bytes == bytes,
-                        "between hosts (", name_, "): ", name(p), " is in collective #",
-                        theirs[p].collective, " of ", theirs[p].bytes, " bytes, ", name(position_),
-                        " in #", header.collective, " of ", bytes,
-                        " bytes: the hosts called collectives in another order or with "
-                        "other sizes");
-            TORCH_CHECK(theirs[p].detail == header.detail, "between hosts (", name_, "): ", name(p),
-                        " and ", name(position_), " are in different collectives (",
-                        "another op, or a reduce, gather or scatter with another root)");
           }
           if (got[p] == receiving[p]) {
             --open;
@@ -440,6 +429,9 @@ void RailLink::exchange(char* payload, size_t bytes,
       }
     }
     received_up_to(settled());
+  }
+  if (unpaired) {
+    std::rethrow_exception(unpaired);
   }
 }
 

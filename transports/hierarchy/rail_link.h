@@ -13,7 +13,8 @@
 //
 // Every member reduces the hosts' buffers in host order, so all hosts hold the same bits (two
 // hosts: the one binary reduction is commutative, so in place is the same bits). Each message
-// starts with the collective's number and size, and StepDetail (call_scope.h: the root of a
+// starts with the collective's number, the size it carries and the size it expects back, and
+// StepDetail (call_scope.h: the root of a
 // reduce run as an all_reduce): members in different collectives fail, naming
 // the peer. A peer that closes its end (its process died) or sends nothing within the timeout
 // fails the collective, naming it.
@@ -29,6 +30,15 @@
 #include <vector>
 
 namespace c10d_func {
+
+// What starts every message on a link (named apart from shm::Header: the unity build may put
+// both in one translation unit).
+struct RailHeader {
+  uint64_t collective;
+  uint64_t bytes;     // the payload the sender sends the receiver
+  uint64_t detail;    // StepDetail::current(): e.g. the root of a reduce run as an all_reduce
+  uint64_t receives;  // the payload the sender expects from the receiver (an all_to_all's differ)
+};
 
 // A small all_reduce's first half, done in the caller's thread (RailLink::begin_all_reduce).
 struct BegunExchange {
@@ -121,10 +131,17 @@ class RailLink {
   void gather(const at::Tensor& send, const std::vector<at::Tensor>& receives, int64_t root);
 
   // Each member sends `sends[p]` to the member at position p and receives that member's part
-  // for it into `receives[p]`, for every other position p (contiguous tensors of one size and
-  // dtype, on every member; the own position's entries are not touched): an all_to_all's step
-  // between hosts, in one round.
+  // for it into `receives[p]`, for every other position p (contiguous tensors of any sizes; the
+  // own position's entries are not touched): an all_to_all's step between hosts, in one round.
+  // What a member sends must be what its receiver expects: the headers carry both sizes, and a
+  // pair that disagrees fails on both sides, naming the sizes (a c10::ValueError), once the
+  // exchange with the other peers is done (none of them is left waiting for a payload).
   void all_to_all(const std::vector<at::Tensor>& sends, const std::vector<at::Tensor>& receives);
+
+  // After a failure of this member's part of a collective before its step between hosts: sends
+  // every peer a header no step matches, as far as its socket takes it now, so that the peers
+  // waiting in that step fail at once, naming this member, instead of at their timeout.
+  void refuse();
 
   // Bounds the exchanges that start from now on (any thread may call it).
   void set_timeout(std::chrono::milliseconds timeout) { timeout_.set(timeout); }
@@ -152,9 +169,21 @@ class RailLink {
   // has: headers alone). `send_from[p]`, when given, is what peer p gets instead of `payload`.
   // `begun`: an all_reduce's exchange begun in the call (its number, and what has gone to each
   // peer), finished from there.
+  // `part_sizes` (all_to_all): the bytes sent to and received from each position, in place of
+  // `bytes` (`send_from` and `receive_into` given).
+  struct PartSizes {
+    std::vector<size_t> sends, receives;
+  };
   void exchange(char* payload, size_t bytes, const std::function<void(size_t)>& received_up_to,
                 const std::vector<char*>& receive_into = {}, RootedFlow rooted = {},
-                const std::vector<char*>& send_from = {}, BegunExchange* begun = nullptr);
+                const std::vector<char*>& send_from = {}, BegunExchange* begun = nullptr,
+                const PartSizes* part_sizes = nullptr);
+  // Fails on a header from position `p` (`theirs`) that does not match what this member sent it
+  // (`headers[p]`), after showing its own to the peers it has not reached (`sent`, `sending`).
+  // `parts`: an all_to_all's, whose sizes differ per peer and must pair up.
+  void check_header(const RailHeader& theirs, const std::vector<RailHeader>& headers, int64_t p,
+                    std::vector<size_t>& sent, const std::vector<size_t>& sending,
+                    bool parts) const;
 
   int64_t position_;              // this member's index in the rail (its host's)
   std::vector<int64_t> members_;  // the rail's global ranks, for messages

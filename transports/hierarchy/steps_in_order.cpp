@@ -39,6 +39,16 @@ Completion StepsInOrder::submit_begun(std::function<TaskQueue::Rest()> begin,
   });
 }
 
+Completion StepsInOrder::in_order(std::function<Completion()> issue) {
+  std::unique_lock<std::mutex> lock = queue_->lock();
+  if (!queue_->idle()) {
+    return queue_->push(std::move(lock), queued([issue = std::move(issue)] { wait_for(issue()); }));
+  }
+  // Every earlier collective has issued its parts' calls: this one follows them on every member.
+  lock.unlock();
+  return issue();
+}
+
 std::function<void()> StepsInOrder::queued(std::function<void()> steps) {
   return profiled(StepDetail::carried(failing_owner(std::move(steps))));
 }
@@ -49,8 +59,12 @@ std::function<void()> StepsInOrder::failing_owner(std::function<void()> steps) {
       TORCH_CHECK(false, "the ", owner_.backend_name(), " communicator failed earlier: ", *earlier);
     }
     std::optional<std::string> why;
+    bool everyone_there = false;
     try {
       steps();
+    } catch (const c10::ValueError& error) {
+      why = error.what_without_backtrace();
+      everyone_there = true;
     } catch (const c10::Error& error) {
       why = error.what_without_backtrace();
     } catch (const std::exception& error) {
@@ -60,7 +74,10 @@ std::function<void()> StepsInOrder::failing_owner(std::function<void()> steps) {
       // The members are out of step: fail the owner, which tells the members sharing its memory
       // at once (on_failed), then name who is missing.
       owner_.mark_failed(*why);
-      TORCH_CHECK(false, roll_call_->explain(*why));
+      // A ValueError is a value one member gave that does not fit another's (split sizes that do
+      // not pair up): the members are all there, and a roll call would wait for those that
+      // finished the collective, then name them as gone.
+      TORCH_CHECK(false, everyone_there ? *why : roll_call_->explain(*why));
     }
   };
 }

@@ -7,7 +7,8 @@
 //
 // The first step that fails fails the owner, which tells whoever shares its memory
 // (Communicator::on_failed) and fails every later collective at once; its error names the
-// members that are gone (a roll call in the store, roll_call.h).
+// members that are gone (a roll call in the store, roll_call.h), unless it is a c10::ValueError:
+// members whose values do not fit one another's, all of them there.
 #include "transports/communicator.h"
 #include "transports/roll_call.h"
 #include "transports/task_queue.h"
@@ -37,6 +38,15 @@ class StepsInOrder {
   // the rest is not quiet (TaskQueue::Rest). Otherwise queues `steps`, the whole collective, as
   // submit does. Failures of either part fail the owner and are explained as submit's.
   Completion submit_begun(std::function<TaskQueue::Rest()> begin, std::function<void()> steps);
+
+  // A collective of a part that runs on its own (the flat communicator over every member, whose
+  // collectives Gloo orders by when they are issued), kept in issue order with the queued ones:
+  // `issue` is called here when nothing is queued or running, else queued behind them (called and
+  // waited by whichever thread runs the queue). A queued collective may issue one on that part
+  // too (an all_to_all decides between its steps and the flat communicator only once the host's
+  // members have shared their sizes), so issuing a later one at once could put the two in
+  // another order on another member.
+  Completion in_order(std::function<Completion()> issue);
 
   // Runs what is queued, then ends the thread: the owner calls it before its parts go.
   void stop() { queue_->stop(); }

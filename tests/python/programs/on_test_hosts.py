@@ -13,7 +13,8 @@ NUMEL-element all_reduce in flight or before a small one. compiled PACKAGE: ever
 in one program (every_collective.py) under inductor's Python and C++ wrappers and from an
 AOTInductor package exported by the test, on the world and on pairs that span the hosts.
 one_rail_unlinked: one rail without its link, large gathers and scatters on the world.
-uneven_all_to_all: all_to_all_single whose splits are equal on some members only. Prints
+all_to_all_splits: all_to_all_single with split sizes of every kind, and splits that do not
+pair up. Prints
 one line "RESULT <json>"
 (a killed rank prints nothing).
 """
@@ -24,6 +25,7 @@ import datetime
 import json
 import os
 import sys
+import time
 
 import c10d_func as funcol
 import torch
@@ -269,24 +271,65 @@ def one_rail_unlinked(rank: int, hosts: list[int]) -> dict[str, object]:
     return {"failures": failures}
 
 
-def uneven_all_to_all(rank: int, hosts: list[int]) -> dict[str, object]:
-    """all_to_all_single whose splits are equal on some members and not on others (the last
-    member keeps 3 more rows for itself): the members whose own splits are all equal cannot tell
-    from them that another's are not, so no member may pick the path of equal blocks from its
-    own splits alone. Sizes inside and above the steps between hosts; against the reference."""
+def all_to_all_splits(rank: int, hosts: list[int], order: str = "ordered") -> dict[str, object]:
+    """all_to_all_single across hosts with split sizes: equal on some members only (the last
+    keeps 3 more rows for itself; a member cannot tell from its own splits that another's differ),
+    uneven as a mixture of experts sends them (some parts empty), and given by some members while
+    the others pass none (torch's None: even splits; torch's backends accept the mixture). Rows
+    of 4 per part (the steps between hosts) and of 64 Ki (flat Gloo), every result against the
+    reference. Then two calls whose splits do not pair up, each on a tag of its own: between
+    members on two hosts, and between two members of one host; each member reports its error
+    (or "no error") and how long it took. `order` "alternating": the group's members alternate
+    hosts (member order is not host order)."""
     world = list(range(len(hosts)))
+    if order == "alternating":
+        world = world[::2] + world[1::2]
     n = len(world)
+    me = world.index(rank)
     failures: list[str] = []
-    for base in (4, 1 << 16):
-        sends = [[base + (3 if (r, j) == (n - 1, n - 1) else 0) for j in world] for r in world]
-        inputs = [make_input(r, (sum(sends[r]), 3), torch.float32, salt=base) for r in world]
-        received = [sends[j][rank] for j in world]
-        got = funcol.all_to_all_single(inputs[rank], received, sends[rank], world, "uneven").wait()
-        expected = torch.cat([inputs[j].split(sends[j])[rank] for j in world])
-        why = mismatch(got, expected, True)
-        if why:
-            failures.append(f"rank {rank} rows {base}: {why}")
-    return {"failures": failures}
+    cases = {
+        "equal on some members only": lambda r, j, base: base + 3 * ((r, j) == (n - 1, n - 1)),
+        "uneven, some empty": lambda r, j, base: ((3 * r + 5 * j) % 4) * base // 2,
+        "none on some members": lambda r, j, base: base,
+    }
+    for name, rows in cases.items():
+        for base in (4, 1 << 16):
+            sends = [[rows(i, j, base) for j in range(n)] for i in range(n)]
+            inputs = [make_input(i, (sum(sends[i]), 3), torch.float32, salt=base) for i in range(n)]
+            received = [sends[j][me] for j in range(n)]
+            splits_given = name != "none on some members" or me % 2 == 1
+            got = funcol.all_to_all_single(
+                inputs[me],
+                received if splits_given else None,
+                sends[me] if splits_given else None,
+                world,
+                f"splits-{name}",
+            ).wait()
+            expected = torch.cat([inputs[j].split(sends[j])[me] for j in range(n)])
+            why = mismatch(got, expected, True)
+            if why:
+                failures.append(f"rank {rank} {name}, rows {base}: {why}")
+    errors = {}
+    # The first member sends another one more row than that one expects from it.
+    elsewhere = [j for j in range(n) if hosts[world[j]] != hosts[world[0]]]
+    beside = [j for j in range(1, n) if hosts[world[j]] == hosts[world[0]]]
+    for label, others in (("across hosts", elsewhere), ("inside a host", beside)):
+        if not others:
+            continue
+        sends = [4] * n
+        receives = [4] * n
+        if me == 0:
+            sends[others[-1]] += 1
+        start = time.monotonic()
+        try:
+            funcol.all_to_all_single(
+                torch.ones(sum(sends), 3), receives, sends, world, f"unpaired-{label}"
+            ).wait()
+            error = "no error"
+        except RuntimeError as caught:
+            error = str(caught)
+        errors[label] = {"error": error, "elapsed": time.monotonic() - start}
+    return {"failures": failures, "errors": errors}
 
 
 def unwaited_across_hosts(rank: int, hosts: list[int]) -> list[str]:
@@ -299,7 +342,6 @@ def unwaited_across_hosts(rank: int, hosts: list[int]) -> list[str]:
     first member waits for the others' marks before waiting its own), collectives issued behind
     an unwaited one run in order, and a large one queued behind a small begun one too. Every
     result against the reference."""
-    import time
 
     world = list(range(len(hosts)))
     failures: list[str] = []
@@ -494,7 +536,6 @@ def link_down(rank: int, hosts: list[int]) -> dict[str, object]:
     """The link between the hosts goes down (cut by host 1's first rank, inside its namespace)
     before a collective spanning hosts: every rank must raise within the timeout."""
     import subprocess
-    import time
 
     world = list(range(len(hosts)))
     x = torch.ones(1 << 18)
@@ -594,7 +635,6 @@ def host_killed(rank: int, hosts: list[int], numel: str, across: str = "0") -> d
     raise, naming the ranks that are gone. `across` 1: the all_reduces run on pairs with one
     member per host (0 with 2, 1 with 3: the hosts' link beside Gloo) instead of the world."""
     import signal
-    import time
 
     numel_count, spanning = int(numel), int(across)
     world = list(range(len(hosts)))
@@ -652,7 +692,7 @@ def main() -> None:
         "compiled": compiled,
         "roots_disagree": roots_disagree,
         "one_rail_unlinked": one_rail_unlinked,
-        "uneven_all_to_all": uneven_all_to_all,
+        "all_to_all_splits": all_to_all_splits,
     }
     result = scenarios[scenario](rank, hosts, *sys.argv[3:])
     funcol.shutdown()
