@@ -1,7 +1,9 @@
 """all_reduce (or, with --op, all_gather or reduce_scatter: FSDP's collectives; broadcast from
 rank 0: loading a checkpoint on one rank, DDP's start; all_to_all: MoE's exchange, evenly routed
 (no split sizes), and all_to_all_uneven: routed unevenly (split sizes given, of 1 to 4 shares of
-a rank's buffer per destination, the shares rotating with the rank); reduce to
+a rank's buffer per destination, the shares rotating with the rank); permute: each rank's whole
+buffer to the next rank (pipeline stages passing activations; classic calls as
+all_to_all_single with split sizes); reduce to
 rank 0: a metric or checkpoint shard summed on one rank; gather to rank 0: results collected on
 one rank; scatter from rank 0: work handed out from one rank; these three with no torch funcol
 column, as torch's functional collectives have none of them)
@@ -53,6 +55,7 @@ OPS = [
     "broadcast",
     "all_to_all",
     "all_to_all_uneven",
+    "permute",
     "reduce",
     "gather",
     "scatter",
@@ -62,7 +65,7 @@ BLOCK_INPUT_OPS = ("all_gather", "gather")
 # torch's functional collectives have neither.
 NO_TORCH_FUNCOL = ("reduce", "gather", "scatter")
 # Ops whose whole buffer is the message (the others': the output or input of all members).
-WHOLE_BUFFER_OPS = ("all_reduce", "broadcast", "reduce")
+WHOLE_BUFFER_OPS = ("all_reduce", "broadcast", "reduce", "permute")
 # The classic call of each op, for the columns' names.
 CLASSIC = {
     "all_reduce": "all_reduce",
@@ -71,6 +74,7 @@ CLASSIC = {
     "broadcast": "broadcast",
     "all_to_all": "all_to_all_single",
     "all_to_all_uneven": "all_to_all_single",
+    "permute": "all_to_all_single",
     "reduce": "reduce",
     "gather": "gather",
     "scatter": "scatter",
@@ -172,6 +176,24 @@ def make_calls(op: str, everyone: list[int], backend_group, per_host: int) -> di
         def torch_eager(x):
             received, sent = routed(x)
             return torch_funcol.all_to_all_single(x, received, sent, dist.group.WORLD).wait()
+
+    elif op == "permute":  # each rank's buffer to the next one: a ring shift
+        ring = [(r + 1) % world for r in range(world)]
+
+        def eager(x, tag):
+            return c10d_func.permute_tensor(x, ring, everyone, tag).wait()
+
+        def as_compiled(x):
+            return ops.wait_tensor(ops.permute(x, ring, "hier", everyone, world))
+
+        def classic(x, group):
+            me = dist.get_rank()
+            sent = [x.numel() if j == ring[me] else 0 for j in range(world)]
+            received = [x.numel() if ring[j] == me else 0 for j in range(world)]
+            return dist.all_to_all_single(x.new_empty(x.numel()), x, received, sent, group=group)
+
+        def torch_eager(x):
+            return torch_funcol.permute_tensor(x, ring, dist.group.WORLD).wait()
 
     elif op == "broadcast":  # from rank 0, on host 0
 
@@ -380,7 +402,7 @@ def floor_bytes(size: int, op: str, per_host: int) -> int:
     the whole buffer (the other host nothing); a reduce's other host its whole partial sum (the
     root's host nothing); a gather's other host its half of the output; a scatter's root host
     the other host's half of the input; an all_to_all, of each member's buffer, the half bound
-    for the other host."""
+    for the other host; a permute (a ring shift, ranks host by host) one buffer each way."""
     if op == "all_to_all":
         return size // 2 * per_host
     if op == "all_to_all_uneven":  # the larger way between the hosts, ranks host by host
