@@ -86,12 +86,11 @@ HostAllToAll share_in_host(const std::vector<at::Tensor>& sends,
   host.receives.assign(per_host, std::vector<int64_t>(n));
   for (int64_t l = 0; l < per_host; ++l) {
     const int64_t peer = placement.hosts[here][l];
-    TORCH_CHECK(l != placement.local_index[rank] || (values[l * 2 * n + rank] == own[rank] &&
-                                                     values[l * 2 * n + n + rank] == own[n + rank]),
-                "all_to_all: this member's part sizes changed in the host's shared memory");
+    // This member's own row as it wrote it, not as it came back.
+    const int64_t* const row = peer == rank ? own : values + l * 2 * n;
     for (int64_t j = 0; j < n; ++j) {
-      const int64_t sent = values[l * 2 * n + j];
-      const int64_t expected = values[l * 2 * n + n + j];
+      const int64_t sent = row[j];
+      const int64_t expected = row[n + j];
       TORCH_CHECK(
           sent >= 0 && sent <= kMostPartBytes && expected >= 0 && expected <= kMostPartBytes,
           "all_to_all: ", member(peer), " of this host shared part sizes out of bounds (", sent,
@@ -153,11 +152,14 @@ void all_to_all_in_two_steps(const std::vector<at::Tensor>& sends,
   const auto bytes = at::TensorOptions().dtype(at::kByte);
   // Inside the host: local member l gets, from each member of this host, its parts for the
   // members of local index l on every host, in host order.
-  std::vector<int64_t> to_local(per_host, 0), from_local(per_host, 0);
+  // What host h's member of this local index gets from this one along the rail: every local
+  // member's part for it.
+  std::vector<int64_t> to_local(per_host, 0), from_local(per_host, 0), to_host(hosts, 0);
   for (int64_t l = 0; l < per_host; ++l) {
     for (int64_t h = 0; h < hosts; ++h) {
       to_local[l] += sends[member_at(h, l)].numel();
       from_local[l] += host.sends[l][member_at(h, me)];
+      to_host[h] += host.sends[l][member_at(h, me)];
     }
   }
   const at::Tensor by_local = local.new_output({sum(to_local)}, bytes);
@@ -177,11 +179,7 @@ void all_to_all_in_two_steps(const std::vector<at::Tensor>& sends,
   std::vector<int64_t> filled(hosts, 0);
   for (int64_t h = 0; h < hosts; ++h) {
     if (h != here) {
-      int64_t total = 0;
-      for (int64_t l = 0; l < per_host; ++l) {
-        total += host.sends[l][member_at(h, me)];
-      }
-      to_hosts[h] = at::empty({total}, bytes);
+      to_hosts[h] = at::empty({to_host[h]}, bytes);
     }
   }
   offset = 0;
