@@ -213,8 +213,20 @@ def test_a_rail_without_its_link_takes_every_member_to_one_path():
 
 @pytest.mark.parametrize(
     "hosts_count, per_host, order",
-    [(2, 2, "ordered"), (2, 2, "alternating"), (3, 2, "ordered"), (2, 1, "ordered")],
-    ids=["hierarchical", "hierarchical_alternating", "three_hosts", "one_member_per_host"],
+    [
+        (2, 2, "ordered"),
+        (2, 2, "alternating"),
+        (3, 2, "ordered"),
+        (2, 1, "ordered"),
+        (3, 1, "ordered"),
+    ],
+    ids=[
+        "hierarchical",
+        "hierarchical_alternating",
+        "three_hosts",
+        "one_member_per_host",
+        "three_hosts_one_member_each",
+    ],
 )
 def test_all_to_all_with_split_sizes_of_every_kind(hosts_count, per_host, order):
     # With split sizes, calls go the way calls without them do (the steps between hosts or
@@ -225,8 +237,9 @@ def test_all_to_all_with_split_sizes_of_every_kind(hosts_count, per_host, order)
     # do not pair up fail on the spot, naming the sizes: between hosts on both sides of the
     # rail's link, inside a host on every member of that host, and the other host's members at
     # once through the link (RailLink::refuse), none at the timeout (10 s here) and none after
-    # a roll call (every member is there). Between three hosts the rails first agree on the
-    # largest host's size.
+    # a roll call (every member is there); parts whose sizes add up but differ one by one
+    # (before, a silent wrong result) and large parts (before, each member at the timeout)
+    # too. Between three hosts the rails first agree on the largest host's size.
     hosts_of = [h for h in range(hosts_count) for _ in range(per_host)]
     with TestHosts(hosts_count) as hosts:
         launchers = hosts.launch(
@@ -239,7 +252,14 @@ def test_all_to_all_with_split_sizes_of_every_kind(hosts_count, per_host, order)
     results = rank_results(ranks)
     for result in results.values():
         assert result["failures"] == [], result["failures"]
-    labels = {"across hosts", "inside a host"} if per_host == 2 else {"across hosts"}
+    labels = {
+        "across hosts",
+        "across hosts, large",
+        "across hosts, one host large",
+        "across hosts, others empty",
+    }
+    if per_host == 2:
+        labels |= {"inside a host", "across hosts, same total"}
     for label in labels:
         errors = {rank: result["errors"][label] for rank, result in results.items()}
         for rank, outcome in errors.items():
@@ -255,10 +275,41 @@ def test_all_to_all_with_split_sizes_of_every_kind(hosts_count, per_host, order)
             for rank, outcome in errors.items():
                 if rank not in first_host:
                     assert "before its step between hosts" in outcome["error"], (rank, outcome)
-        else:
+        elif per_host == 1:
+            # One member per host: the hosts' link at every size, whose pair names the sizes
+            # on both sides; the other members finish (with empty parts elsewhere, this member
+            # shows its header to the rest and still finishes, not at the timeout).
+            assert len(unpaired) >= 2, errors
+            assert any("bytes of this all_to_all" in errors[r]["error"] for r in unpaired), errors
+        elif hosts_count > 2:
+            # Between more than two hosts every host compares every pair with every other
+            # before the step between hosts (the rails agree on the largest count then): the
+            # hosts of a pair that does not match name it, whatever its sizes, and the third
+            # hears of it (through their refusal, or in one more exchange before Gloo).
+            assert len(unpaired) >= 2, errors
+            assert any(" bytes, and it expects " in o["error"] for o in errors.values()), errors
+            for rank, outcome in errors.items():
+                assert (
+                    "do not pair up" in outcome["error"]
+                    or "before its step between hosts" in outcome["error"]
+                ), (rank, outcome)
+        elif label in ("across hosts", "across hosts, others empty"):
             # Both sides of the link that carries the extra row name it.
             assert len(unpaired) >= 2, errors
             assert any("bytes of this all_to_all" in errors[r]["error"] for r in unpaired), errors
+        elif label != "across hosts, same total":
+            # Large parts go to flat Gloo once the hosts have compared every pair between them,
+            # so every member fails, none alone in Gloo until the timeout; with one host's count
+            # above the steps' bound and the other's below, one host compares while the other
+            # takes the steps, and both fail on the other's header (before, each waited at the
+            # timeout). Between three hosts the third hears of it from the other two.
+            assert sorted(unpaired) == sorted(errors), errors
+        else:
+            # The rail's payload has the size its receiver expects, made of parts of other
+            # sizes: both sides of that link name it (unchecked, the rows would land in the
+            # wrong places of the receiver's output, with no error anywhere).
+            assert len(unpaired) >= 2, errors
+            assert all("in parts of other sizes" in errors[r]["error"] for r in unpaired), errors
     assert leftovers == {host: [] for host in range(hosts_count)}, leftovers
 
 

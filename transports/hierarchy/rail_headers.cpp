@@ -46,7 +46,8 @@ void RailLink::check_header(const RailHeader& theirs, const std::vector<RailHead
   const RailHeader& mine = headers[p];
   const auto name = [&](int64_t q) { return "rank " + std::to_string(members_[q]); };
   if (theirs.collective != mine.collective || theirs.bytes != mine.receives ||
-      theirs.receives != mine.bytes || theirs.detail != mine.detail) {
+      theirs.receives != mine.bytes || theirs.detail != mine.detail ||
+      theirs.layout != mine.expected_layout || theirs.expected_layout != mine.layout) {
     // Shown first, so that the peers this member has not reached fail on the spot too.
     show_header_before_failing(sockets_, position_, headers, sent, sending);
   }
@@ -59,6 +60,17 @@ void RailLink::check_header(const RailHeader& theirs, const std::vector<RailHead
               mine.bytes,
               " bytes: the hosts called collectives in another order or with other "
               "sizes");
+  const auto is_all_to_all = [](uint64_t detail) {
+    return detail == kAllToAllStepDetail || detail == kAllToAllSizesDetail;
+  };
+  TORCH_CHECK_VALUE(
+      theirs.detail == mine.detail || !is_all_to_all(theirs.detail) || !is_all_to_all(mine.detail),
+      "between hosts (", name_, "): ", name(p), "'s host took this all_to_all ",
+      theirs.detail == kAllToAllStepDetail ? "in steps between hosts" : "to flat Gloo", " and ",
+      name(position_), "'s ",
+      mine.detail == kAllToAllStepDetail ? "in steps between hosts" : "to flat Gloo",
+      ": their members' split sizes do not add up to the same bytes crossing between them, so "
+      "split sizes do not pair up (C10D_FUNC_DEBUG=DETAIL names the ranks)");
   TORCH_CHECK(theirs.detail == mine.detail, "between hosts (", name_, "): ", name(p), " and ",
               name(position_), " are in different collectives (",
               "another op, or a reduce, gather or scatter with another root)");
@@ -75,6 +87,34 @@ void RailLink::check_header(const RailHeader& theirs, const std::vector<RailHead
   TORCH_CHECK_VALUE(theirs.receives == mine.bytes, "between hosts (", name_,
                     "): ", unpaired(position_, mine.bytes, p, theirs.receives),
                     ": split sizes that do not pair up (C10D_FUNC_DEBUG=DETAIL names the ranks)");
+  // The same totals, split into the host's members' parts otherwise.
+  const auto reordered = [&](int64_t from, int64_t to, uint64_t bytes) {
+    return "the members on " + name(from) + "'s host send " + name(to) + " the " +
+           std::to_string(bytes) +
+           " bytes of this all_to_all it expects from them, but in parts of other sizes than it "
+           "expects from each";
+  };
+  TORCH_CHECK_VALUE(theirs.layout == mine.expected_layout, "between hosts (", name_,
+                    "): ", reordered(p, position_, theirs.bytes),
+                    ": split sizes that do not pair up (C10D_FUNC_DEBUG=DETAIL names the ranks)");
+  TORCH_CHECK_VALUE(theirs.expected_layout == mine.layout, "between hosts (", name_,
+                    "): ", reordered(position_, p, mine.bytes),
+                    ": split sizes that do not pair up (C10D_FUNC_DEBUG=DETAIL names the ranks)");
+}
+
+uint64_t PartLayouts::of(const std::vector<int64_t>& sizes) {
+  // splitmix64's finalizer over the sizes in order, with the count: a different size anywhere,
+  // or the same sizes in another order, gives another digest (short of a 2^-64 collision).
+  const auto mix = [](uint64_t x) {
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+  };
+  uint64_t digest = mix(sizes.size() + 0x9e3779b97f4a7c15ULL);
+  for (const int64_t size : sizes) {
+    digest = mix(digest ^ (static_cast<uint64_t>(size) + 0x9e3779b97f4a7c15ULL));
+  }
+  return digest;
 }
 
 }  // namespace c10d_func

@@ -249,12 +249,17 @@ void RailLink::compare_rooted(size_t bytes) {
 }
 
 void RailLink::all_to_all(const std::vector<at::Tensor>& sends,
-                          const std::vector<at::Tensor>& receives) {
+                          const std::vector<at::Tensor>& receives, const PartLayouts& layouts) {
   TORCH_INTERNAL_ASSERT(static_cast<int64_t>(sends.size()) == size() &&
                             static_cast<int64_t>(receives.size()) == size(),
                         "rail link: all_to_all of ", sends.size(), " parts between ", size());
   std::vector<char*> from(sockets_.size(), nullptr), into(sockets_.size(), nullptr);
-  PartSizes parts{std::vector<size_t>(sockets_.size(), 0), std::vector<size_t>(sockets_.size(), 0)};
+  TORCH_INTERNAL_ASSERT(
+      layouts.sends.size() == layouts.receives.size() &&
+          (layouts.sends.empty() || static_cast<int64_t>(layouts.sends.size()) == size()),
+      "rail link: all_to_all layouts of ", layouts.sends.size(), " parts between ", size());
+  PartSizes parts{std::vector<size_t>(sockets_.size(), 0), std::vector<size_t>(sockets_.size(), 0),
+                  layouts};
   for (int64_t p = 0; p < size(); ++p) {
     if (p == position_) {
       continue;
@@ -295,7 +300,6 @@ void RailLink::exchange(char* payload, size_t bytes,
   // think they send (and none receives).
   const bool headers_everywhere = rooted.root >= 0 && headers[0].detail != 0;
   const size_t header_only = headers_everywhere ? sizeof(RailHeader) : 0;
-  int64_t open = 0;
   for (int64_t p = 0; p < members; ++p) {
     if (p == position_) {
       continue;
@@ -307,6 +311,10 @@ void RailLink::exchange(char* payload, size_t bytes,
     if (part_sizes != nullptr) {
       headers[p].bytes = part_sizes->sends[p];
       headers[p].receives = part_sizes->receives[p];
+      if (!part_sizes->layouts.sends.empty()) {
+        headers[p].layout = part_sizes->layouts.sends[p];
+        headers[p].expected_layout = part_sizes->layouts.receives[p];
+      }
       sending[p] = sizeof(RailHeader) + part_sizes->sends[p];
       receiving[p] = sizeof(RailHeader) + part_sizes->receives[p];
     }
@@ -314,7 +322,6 @@ void RailLink::exchange(char* payload, size_t bytes,
     if (receives && receive_into.empty() && inbox_[p].size() < bytes) {
       inbox_[p].resize(bytes);
     }
-    open += (sent[p] < sending[p] ? 1 : 0) + (receiving[p] > 0 ? 1 : 0);
   }
   const auto inbox = [&](int64_t p) {
     return receive_into.empty() ? inbox_[p].data() : receive_into[p];
@@ -348,7 +355,9 @@ void RailLink::exchange(char* payload, size_t bytes,
   std::exception_ptr unpaired;  // a peer's sizes that do not match, raised once the rest is done
   std::vector<pollfd> ready;
   std::vector<int64_t> peer_of;
-  while (open > 0) {
+  // Until nothing is left to send or receive: worked out afresh each round from the counts, as
+  // a header shown before failing (check_header) or a pair stopped short changes what is left.
+  while (true) {
     ready.clear();
     peer_of.clear();
     for (int64_t p = 0; p < members; ++p) {
@@ -361,6 +370,9 @@ void RailLink::exchange(char* payload, size_t bytes,
         ready.push_back({sockets_[p], events, 0});
         peer_of.push_back(p);
       }
+    }
+    if (ready.empty()) {
+      break;
     }
     const int polled = ::poll(ready.data(), ready.size(), milliseconds_until(deadline));
     if (polled < 0 && errno == EINTR) {
@@ -388,9 +400,7 @@ void RailLink::exchange(char* payload, size_t bytes,
         TORCH_CHECK(moved >= 0 || errno == EAGAIN || errno == EINTR, "between hosts (", name_,
                     "): sending to ", name(p), " failed (", error_text(errno),
                     "): it exited or its host is unreachable");
-        if (moved > 0 && (sent[p] += static_cast<size_t>(moved)) == sending[p]) {
-          --open;
-        }
+        sent[p] += moved > 0 ? static_cast<size_t>(moved) : 0;
       }
       if ((ready[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0 && got[p] < receiving[p]) {
         iovec parts[2];
@@ -414,16 +424,11 @@ void RailLink::exchange(char* payload, size_t bytes,
               // This pair's sizes do not match, or the peer refused: both sides of the pair stop
               // there (each compares both sizes), and the exchange with every other peer goes on,
               // so none of them waits for this member's payload until its timeout. Raised after.
+              // This member's header still goes whole, so that the peer fails on it too.
               unpaired = std::current_exception();
-              if (sent[p] < sending[p]) {
-                sending[p] = sent[p];
-                --open;
-              }
+              sending[p] = std::min(sending[p], std::max(sent[p], sizeof(RailHeader)));
               receiving[p] = got[p];
             }
-          }
-          if (got[p] == receiving[p]) {
-            --open;
           }
         }
       }

@@ -38,6 +38,28 @@ struct RailHeader {
   uint64_t bytes;     // the payload the sender sends the receiver
   uint64_t detail;    // StepDetail::current(): e.g. the root of a reduce run as an all_reduce
   uint64_t receives;  // the payload the sender expects from the receiver (an all_to_all's differ)
+  // An all_to_all's payload made of several members' parts (PartLayouts): how the bytes sent
+  // split into them, and how the bytes expected do; 0 elsewhere.
+  uint64_t layout = 0;
+  uint64_t expected_layout = 0;
+};
+
+// The details (StepDetail) of an all_to_all's two kinds of exchange between hosts
+// (two_step_all_to_all.cpp): its step along the rail, and the comparison of the hosts' sizes
+// before flat Gloo. Two hosts whose members' split sizes do not pair up can take one each: both
+// sides then fail with a c10::ValueError saying so (check_header), not at their timeout.
+constexpr uint64_t kAllToAllStepDetail = 0x6a09e667f3bcc908ULL;
+constexpr uint64_t kAllToAllSizesDetail = 0xbb67ae8584caa73bULL;
+
+// Per position of a rail: a digest of the sizes of the parts an all_to_all's payload to it is
+// made of (`sends`, in the order they follow one another) and of those expected from it
+// (`receives`). Equal totals can hide parts of other sizes: a host's members sending another
+// host's member one row more and one row fewer than it expects from each, which, unchecked,
+// would land in the wrong places of its output.
+struct PartLayouts {
+  std::vector<uint64_t> sends, receives;
+  // The digest of parts of these sizes, in this order.
+  static uint64_t of(const std::vector<int64_t>& sizes);
 };
 
 // A small all_reduce's first half, done in the caller's thread (RailLink::begin_all_reduce).
@@ -136,7 +158,9 @@ class RailLink {
   // What a member sends must be what its receiver expects: the headers carry both sizes, and a
   // pair that disagrees fails on both sides, naming the sizes (a c10::ValueError), once the
   // exchange with the other peers is done (none of them is left waiting for a payload).
-  void all_to_all(const std::vector<at::Tensor>& sends, const std::vector<at::Tensor>& receives);
+  // `layouts` (payloads made of several members' parts): compared the same way.
+  void all_to_all(const std::vector<at::Tensor>& sends, const std::vector<at::Tensor>& receives,
+                  const PartLayouts& layouts = {});
 
   // After a failure of this member's part of a collective before its step between hosts: sends
   // every peer a header no step matches, as far as its socket takes it now, so that the peers
@@ -173,6 +197,7 @@ class RailLink {
   // `bytes` (`send_from` and `receive_into` given).
   struct PartSizes {
     std::vector<size_t> sends, receives;
+    PartLayouts layouts;  // empty: none
   };
   void exchange(char* payload, size_t bytes, const std::function<void(size_t)>& received_up_to,
                 const std::vector<char*>& receive_into = {}, RootedFlow rooted = {},

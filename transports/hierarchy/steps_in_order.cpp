@@ -41,7 +41,9 @@ Completion StepsInOrder::submit_begun(std::function<TaskQueue::Rest()> begin,
 
 Completion StepsInOrder::in_order(std::function<Completion()> issue) {
   std::unique_lock<std::mutex> lock = queue_->lock();
-  if (!queue_->idle()) {
+  // Through the queue after a failure too, which refuses it (failing_owner) as every member
+  // does, whether or not its queue was busy: none issues it to the part alone.
+  if (!queue_->idle() || owner_.failed()) {
     return queue_->push(std::move(lock), queued([issue = std::move(issue)] { wait_for(issue()); }));
   }
   // Every earlier collective has issued its parts' calls: this one follows them on every member.

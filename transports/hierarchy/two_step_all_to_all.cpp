@@ -1,26 +1,30 @@
 // See two_step_all_to_all.h.
 #include "transports/hierarchy/two_step_all_to_all.h"
 
+#include "transports/call_scope.h"
 #include "transports/hierarchy/steps_in_order.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/accumulate.h>
 
+#include <algorithm>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace c10d_func {
 namespace {
 
-// Up to this many bytes of input per member (on average, crossing between hosts: in_two_steps),
-// an all_to_all on even hosts goes in two steps (inside the host, then along the rail over its
-// link); above it, on flat Gloo, where the steps, one after the other and with reordering copies
-// of the whole buffer, cost more than Gloo's concurrent pairs. Measured on 2 hosts x 2 ranks
-// over 10 Gb/s, back to back, two steps against flat Gloo: 64 B 0.39-0.47 against 1.2-2.1 ms,
-// 64 KiB 0.46-0.55 against 1.7 ms, 1 MiB 1.8-2.5 against 2.0-2.4 ms, 8 MiB 13.4 against 7.6-9.4
-// ms; again on 2026-12-07, after the rails' links learnt parts of any size: 4 MiB 10.3 against
-// 7.8, 8 MiB 20.3 against 12.8 ms (4 copies of the whole buffer on 2 cores for 4 ranks).
+// Up to this many bytes of input per member (on average, crossing between hosts:
+// most_crossing_in_two_steps), an all_to_all on even hosts goes in two steps (inside the host, then
+// along the rail over its link); above it, on flat Gloo, where the steps, one after the other and
+// with reordering copies of the whole buffer, cost more than Gloo's concurrent pairs. Measured on 2
+// hosts x 2 ranks over 10 Gb/s, back to back, two steps against flat Gloo: 64 B 0.39-0.47
+// against 1.2-2.1 ms, 64 KiB 0.46-0.55 against 1.7 ms, 1 MiB 1.8-2.5 against 2.0-2.4 ms, 8 MiB 13.4
+// against 7.6-9.4 ms; again on 2026-12-07, after the rails' links learnt parts of any size: 4
+// MiB 10.3 against 7.8, 8 MiB 20.3 against 12.8 ms (4 copies of the whole buffer on 2 cores for 4
+// ranks).
 constexpr int64_t kTwoStepAllToAllBytes = int64_t{512} << 10;
 
 // No part is larger (1 TiB): sums over a host's members' parts stay far from overflowing.
@@ -119,31 +123,109 @@ HostAllToAll share_in_host(const std::vector<at::Tensor>& sends,
   return host;
 }
 
-// Whether an all_to_all whose host shared `host` goes in two steps: up to kTwoStepAllToAllBytes
-// per member on average, crossing between hosts. Between two hosts, what one host's members send
-// to and expect from the other is what the other's expect and send: both reach the same answer
-// from their own host's sizes. Between more, the rails take the largest host's (one small
-// exchange on each rail, all with the same values).
-bool in_two_steps(const HostAllToAll& host, const HostPlacement& placement, int64_t per_host,
-                  RailLink& link) {
+// The bytes a host's crossing may reach for the two steps: kTwoStepAllToAllBytes per member on
+// average. With equal blocks of `b` bytes per member, each member sends and expects
+// b (hosts - 1) / hosts of them across, so a host's crossing is 2 per_host b (hosts - 1) / hosts.
+int64_t most_crossing_in_two_steps(int64_t hosts, int64_t per_host) {
+  return 2 * per_host * kTwoStepAllToAllBytes * (hosts - 1) / hosts;
+}
+
+// Between hosts, over this member's rail, before a call that may go to flat Gloo: each host's
+// crossing, and the sizes every member of this host sends to and expects from every member of the
+// other host, so that every member of both hosts checks every pair between them (a c10::ValueError
+// naming the first that does not pair up, on all of them). Returns the largest crossing of any
+// host: every member of every host receives the same ones. Between more than two hosts, a host
+// whose own pairs match hears of the others': in one more small exchange where the call would go
+// to Gloo (none goes on to Gloo alone, which would wait for its peers until the timeout), else
+// through the refusal the failing members send it (the caller's). `in_exchange`: set while an
+// exchange on the link is under way.
+int64_t compare_between_hosts(const HostAllToAll& host, const HostPlacement& placement,
+                              int64_t rank, const std::vector<int64_t>& ranks, int64_t per_host,
+                              int64_t bound, RailLink& link, bool& in_exchange) {
   const auto hosts = static_cast<int64_t>(placement.hosts.size());
-  int64_t crossing = host.crossing;
-  if (hosts > 2) {
-    const at::Tensor largest = at::full({1}, crossing, at::kLong);
-    link.all_reduce(largest, ReduceOp::kMax);
-    crossing = largest.item<int64_t>();
+  const int64_t here = placement.host_of[rank];
+  const int64_t values = 1 + 2 * per_host * per_host;
+  std::vector<at::Tensor> to_hosts(hosts), from_hosts(hosts);
+  for (int64_t h = 0; h < hosts; ++h) {
+    if (h == here) {
+      continue;
+    }
+    to_hosts[h] = at::empty({values}, at::kLong);
+    from_hosts[h] = at::empty({values}, at::kLong);
+    int64_t* const out = to_hosts[h].data_ptr<int64_t>();
+    out[0] = host.crossing;
+    for (int64_t l = 0; l < per_host; ++l) {
+      for (int64_t m = 0; m < per_host; ++m) {
+        const int64_t theirs = placement.hosts[h][m];
+        out[1 + l * per_host + m] = host.sends[l][theirs];
+        out[1 + per_host * per_host + l * per_host + m] = host.receives[l][theirs];
+      }
+    }
   }
-  // Equal blocks of `b` bytes per member: each member sends and expects b (hosts - 1) / hosts of
-  // them across, so a host's crossing is 2 per_host b (hosts - 1) / hosts.
-  return crossing <= 2 * per_host * kTwoStepAllToAllBytes * (hosts - 1) / hosts;
+  {
+    StepDetail sizes(kAllToAllSizesDetail);  // a host in the steps fails on this one's header
+    in_exchange = true;
+    link.all_to_all(to_hosts, from_hosts);
+    in_exchange = false;
+  }
+  const auto member = [&](int64_t index) { return "rank " + std::to_string(ranks.at(index)); };
+  const auto unpaired = [&](int64_t from, int64_t to, int64_t sends, int64_t expects) {
+    return "all_to_all: " + member(from) + " sends " + member(to) + " " + std::to_string(sends) +
+           " bytes, and it expects " + std::to_string(expects) +
+           ": split sizes that do not pair up (C10D_FUNC_DEBUG=DETAIL names the ranks)";
+  };
+  std::optional<std::string> found;  // the first pair that does not match
+  int64_t largest = host.crossing;
+  for (int64_t h = 0; h < hosts && !found; ++h) {
+    if (h == here) {
+      continue;
+    }
+    // Their member l (of host h) and this host's member m; every value compared with one this
+    // host shared, so only the crossing is taken as it came.
+    const int64_t* const in = from_hosts[h].data_ptr<int64_t>();
+    for (int64_t l = 0; l < per_host && !found; ++l) {
+      for (int64_t m = 0; m < per_host && !found; ++m) {
+        const int64_t theirs = placement.hosts[h][l];
+        const int64_t ours = placement.hosts[here][m];
+        const int64_t sends = in[1 + l * per_host + m];
+        const int64_t expects = in[1 + per_host * per_host + l * per_host + m];
+        if (sends != host.receives[m][theirs]) {
+          found = unpaired(theirs, ours, sends, host.receives[m][theirs]);
+        } else if (expects != host.sends[m][theirs]) {
+          found = unpaired(ours, theirs, host.sends[m][theirs], expects);
+        }
+      }
+    }
+    if (!found && in[0] < 0) {
+      found = "all_to_all: " + member(placement.hosts[h][0]) +
+              "'s host sent a negative count of bytes crossing between hosts (" +
+              std::to_string(in[0]) + ")";
+    }
+    largest = std::max(largest, in[0]);
+  }
+  // Between two hosts both found the same pairs.
+  bool anywhere = found.has_value();
+  if (hosts > 2 && largest > bound) {
+    const at::Tensor flag = at::full({1}, static_cast<int64_t>(anywhere), at::kLong);
+    StepDetail sizes(kAllToAllSizesDetail);
+    in_exchange = true;
+    link.all_reduce(flag, ReduceOp::kMax);
+    in_exchange = false;
+    anywhere = flag.item<int64_t>() != 0;
+  }
+  TORCH_CHECK_VALUE(!found, *found);
+  TORCH_CHECK_VALUE(!anywhere,
+                    "all_to_all: members on other hosts send or expect sizes that do not pair up "
+                    "(their errors name them; C10D_FUNC_DEBUG=DETAIL names the ranks)");
+  return largest;
 }
 
 // The two steps: this member's parts from `sends` into the members' `receives` (parts_of;
-// `host` from share_in_host).
+// `host` from share_in_host). Sets `in_exchange` once the step between hosts begins.
 void all_to_all_in_two_steps(const std::vector<at::Tensor>& sends,
                              const std::vector<at::Tensor>& receives, const HostAllToAll& host,
                              const HostPlacement& placement, int64_t rank, Communicator& local,
-                             RailLink& link) {
+                             RailLink& link, bool& in_exchange) {
   const auto hosts = static_cast<int64_t>(placement.hosts.size());
   const int64_t per_host = local.size();
   const int64_t here = placement.host_of[rank];
@@ -199,11 +281,20 @@ void all_to_all_in_two_steps(const std::vector<at::Tensor>& sends,
   // From host h, its members' parts for this member in local order: straight into the output
   // where their places follow one another there (members numbered host by host), else through a
   // buffer.
+  // Each rail's payload is several members' parts back to back: their sizes are compared too.
+  PartLayouts layouts{std::vector<uint64_t>(hosts, 0), std::vector<uint64_t>(hosts, 0)};
   std::vector<bool> in_place(hosts, false);
   for (int64_t h = 0; h < hosts; ++h) {
     if (h == here) {
       continue;
     }
+    std::vector<int64_t> sent(per_host), expected(per_host);
+    for (int64_t l = 0; l < per_host; ++l) {
+      sent[l] = host.sends[l][member_at(h, me)];
+      expected[l] = receives[member_at(h, l)].numel();
+    }
+    layouts.sends[h] = PartLayouts::of(sent);
+    layouts.receives[h] = PartLayouts::of(expected);
     int64_t total = 0;
     bool adjacent = true;
     for (int64_t l = 0; l < per_host; ++l) {
@@ -218,7 +309,9 @@ void all_to_all_in_two_steps(const std::vector<at::Tensor>& sends,
     from_hosts[h] =
         adjacent ? receives[member_at(h, 0)].as_strided({total}, {1}) : at::empty({total}, bytes);
   }
-  link.all_to_all(to_hosts, from_hosts);
+  StepDetail step(kAllToAllStepDetail);  // a host that went to flat Gloo fails on this header
+  in_exchange = true;
+  link.all_to_all(to_hosts, from_hosts, layouts);
   for (int64_t h = 0; h < hosts; ++h) {
     if (h == here || in_place[h]) {
       continue;
@@ -242,18 +335,36 @@ void all_to_all_across_hosts(const at::Tensor& output, const at::Tensor& input,
                              Communicator& flat) {
   const std::vector<at::Tensor> sends = parts_of(input, input_split_sizes);
   const std::vector<at::Tensor> receives = parts_of(output, output_split_sizes);
-  HostAllToAll host;
+  const auto hosts = static_cast<int64_t>(placement.hosts.size());
+  const int64_t per_host = local.size();
+  // A failure outside an exchange on the link (the host's sizes, the step inside the host) is
+  // told to the other hosts' members at their next exchange of this collective, where they would
+  // otherwise wait for this member until their timeout; one in an exchange, they saw there.
+  bool in_exchange = false;
   try {
-    host = share_in_host(sends, receives, placement, rank, ranks, local);
+    const HostAllToAll host = share_in_host(sends, receives, placement, rank, ranks, local);
+    // Between two hosts, each host's crossing is the other's when the split sizes pair up, so a
+    // host at most at the bound goes to the steps at once (they compare each rail's parts); one
+    // above it first compares every pair with the other host (the other host, if it went to the
+    // steps, fails on that exchange, and this one on its). Between more, every host compares,
+    // and all take the path of the largest crossing.
+    const int64_t bound = most_crossing_in_two_steps(hosts, per_host);
+    int64_t crossing = host.crossing;
+    if (hosts > 2 || crossing > bound) {
+      crossing =
+          compare_between_hosts(host, placement, rank, ranks, per_host, bound, link, in_exchange);
+    }
+    if (crossing <= bound) {
+      all_to_all_in_two_steps(sends, receives, host, placement, rank, local, link, in_exchange);
+      return;
+    }
   } catch (...) {
-    link.refuse();  // the other hosts' members fail at once, not at their timeout
+    if (!in_exchange) {
+      link.refuse();
+    }
     throw;
   }
-  if (in_two_steps(host, placement, local.size(), link)) {
-    all_to_all_in_two_steps(sends, receives, host, placement, rank, local, link);
-  } else {
-    wait_for(flat.all_to_all(output, input, output_split_sizes, input_split_sizes));
-  }
+  wait_for(flat.all_to_all(output, input, output_split_sizes, input_split_sizes));
 }
 
 }  // namespace c10d_func

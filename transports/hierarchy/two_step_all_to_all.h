@@ -9,7 +9,7 @@
 // Gloo runs a pair per member. The parts' sizes differ per member, so the host's members first
 // share theirs (one small shm all_gather): a member forwards parts whose sizes only their
 // senders know. For small and medium messages; larger ones go on flat Gloo, every member reaching
-// the same choice from what its host shares (two_step_all_to_all.cpp says how).
+// the same choice (two_step_all_to_all.cpp says how).
 #include <ATen/core/Tensor.h>
 
 #include "transports/communicator.h"
@@ -30,7 +30,10 @@ std::vector<at::Tensor> parts_of(const at::Tensor& tensor, const std::vector<int
 // not match fails the whole host, which tells the other hosts through `link` at once), then the
 // two steps (`local`, then `link`, this member's rail's) up to kTwoStepAllToAllBytes per member,
 // or `flat`'s all_to_all above (called and waited here: the caller keeps it in order with its
-// other calls on `flat`). `ranks`: the members' global ranks, for messages. Blocks; raises what a
+// other calls on `flat`), once every pair between the hosts is checked over `link` (none goes to
+// Gloo with sizes that do not pair up, where it would wait until the timeout). Pairs between hosts
+// that do not match fail on both sides of a rail in the steps (each rail's parts, sizes and
+// order, are compared). `ranks`: the members' global ranks, for messages. Blocks; raises what a
 // step raised.
 void all_to_all_across_hosts(const at::Tensor& output, const at::Tensor& input,
                              const std::vector<int64_t>& output_split_sizes,

@@ -277,8 +277,10 @@ def all_to_all_splits(rank: int, hosts: list[int], order: str = "ordered") -> di
     uneven as a mixture of experts sends them (some parts empty), and given by some members while
     the others pass none (torch's None: even splits; torch's backends accept the mixture). Rows
     of 4 per part (the steps between hosts) and of 64 Ki (flat Gloo), every result against the
-    reference. Then two calls whose splits do not pair up, each on a tag of its own: between
-    members on two hosts, and between two members of one host; each member reports its error
+    reference. Then calls whose splits do not pair up, each on a tag of its own: between
+    members on two hosts (small and large parts, and one host's parts large while the other's
+    are small), between two members of one host, and between two members of one host and one of
+    another whose expectations add up to what they send it; each member reports its error
     (or "no error") and how long it took. `order` "alternating": the group's members alternate
     hosts (member order is not host order)."""
     world = list(range(len(hosts)))
@@ -310,16 +312,30 @@ def all_to_all_splits(rank: int, hosts: list[int], order: str = "ordered") -> di
             if why:
                 failures.append(f"rank {rank} {name}, rows {base}: {why}")
     errors = {}
-    # The first member sends another one more row than that one expects from it.
+    # The first member sends another one more row than that one expects from it (of 4 rows a part,
+    # or 64 Ki: "large", flat Gloo's size); in "same total", a member beside it sends that one a
+    # row fewer, so that what crosses to it adds up; in "one host large", 128 Ki rows more, so that
+    # its host's count of bytes crossing between hosts is above the steps' bound and the other
+    # host's below; in "others empty", every other part is empty (headers alone go to the rest of
+    # the link's members while the pair fails).
     elsewhere = [j for j in range(n) if hosts[world[j]] != hosts[world[0]]]
     beside = [j for j in range(1, n) if hosts[world[j]] == hosts[world[0]]]
-    for label, others in (("across hosts", elsewhere), ("inside a host", beside)):
+    for label, others, base, extra in (
+        ("across hosts", elsewhere, 4, 1),
+        ("inside a host", beside, 4, 1),
+        ("across hosts, same total", elsewhere if beside else [], 4, 1),
+        ("across hosts, large", elsewhere, 1 << 16, 1),
+        ("across hosts, one host large", elsewhere, 4, 1 << 17),
+        ("across hosts, others empty", elsewhere[:1], 0, 1),
+    ):
         if not others:
             continue
-        sends = [4] * n
-        receives = [4] * n
+        sends = [base] * n
+        receives = [base] * n
         if me == 0:
-            sends[others[-1]] += 1
+            sends[others[-1]] += extra
+        if label == "across hosts, same total" and me == beside[0]:
+            sends[others[-1]] -= 1
         start = time.monotonic()
         try:
             funcol.all_to_all_single(
