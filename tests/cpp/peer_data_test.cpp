@@ -184,6 +184,16 @@ TEST(ShmChecks, HeadersOutOfBoundsAreRefusedBeforeAnySizeIsComputed) {
   refused({shm::kMagic, 4, ~uint64_t{0}, region, 42}, needed, "chunk");
   refused({shm::kMagic, 4, 100, region, 42}, needed, "chunk");
   refused({shm::kMagic, 4, chunk, ~uint64_t{0} << 12, 42}, needed, "region");
+  // At least kAlign bytes of a member's chunk for each member (a piece of all_to_all's slots).
+  const uint64_t many = 128;
+  const uint64_t small = 4096;
+  EXPECT_NE(shm::check_segment_header({shm::kMagic, many, small, region, 42}, many, 42,
+                                      shm::segment_bytes(many, small, region))
+                .find("too small for 128 members"),
+            std::string::npos);
+  EXPECT_EQ(shm::check_segment_header({shm::kMagic, many, many * shm::kAlign, region, 42}, many, 42,
+                                      shm::segment_bytes(many, many * shm::kAlign, region)),
+            "");
 }
 
 TEST(ShmChecks, PlacementsStayInTheMembersMemory) {

@@ -461,3 +461,43 @@ def test_all_to_all_split_sizes_that_disagree_fail_on_every_member(pool2):
         assert (
             "split sizes disagree: rank 0 sends 12 bytes to rank 1, which expects 8" in message
         ), message
+
+
+def body_uneven_splits_through_the_slots(rank: int, world_size: int) -> list[str]:
+    # Parts of uneven sizes, some empty, from a few elements to several rounds of the slots
+    # (4 MiB chunks), each member's own part included, against the reference.
+    everyone = list(range(world_size))
+    failures = []
+    for rows in (1, 1000, 3 << 20):
+        sends = [[(3 * i + 5 * j) % 4 * rows // 2 for j in everyone] for i in everyone]
+        inputs = [make_input(i, (sum(sends[i]),), torch.float32, salt=rows) for i in everyone]
+        got = ops.wait_tensor(
+            ops.all_to_all_single(
+                inputs[rank],
+                [sends[j][rank] for j in everyone],
+                sends[rank],
+                "slots-uneven",
+                everyone,
+                world_size,
+            )
+        )
+        expected = torch.cat([inputs[j].split(sends[j])[rank] for j in everyone])
+        if not torch.equal(got, expected):
+            failures.append(f"rank {rank}, {rows} rows: not the reference")
+    return failures
+
+
+def test_all_to_all_split_sizes_that_disagree_fail_through_the_slots_too():
+    # Without symmetric memory the parts go through the slots, which carry no sizes: the members
+    # show one another their sizes there first (before, rank 1 read 8 bytes of rank 0's 12 and
+    # both returned, no error anywhere). Uneven sizes that pair up still arrive whole.
+    pool = WorkerPool(2, env={"C10D_FUNC_SHM_POOL_BYTES": "0", "C10D_FUNC_TIMEOUT": "5"})
+    try:
+        assert_no_failures(pool.run(body_uneven_splits_through_the_slots, timeout=120))
+        messages = pool.run(body_mismatched_splits, timeout=60)
+    finally:
+        pool.close()
+    for message in messages:
+        assert (
+            "split sizes disagree: rank 0 sends 12 bytes to rank 1, which expects 8" in message
+        ), message

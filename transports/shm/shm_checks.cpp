@@ -28,6 +28,13 @@ std::string check_segment_header(const SegmentHeaderValues& header, uint64_t mem
       header.chunk_bytes % kAlign != 0) {
     return "its chunk of " + std::to_string(header.chunk_bytes) + " bytes is out of bounds";
   }
+  if (header.chunk_bytes < members * kAlign) {
+    // A member's slot holds a piece for every member (all_to_all through the slots), each at
+    // least kAlign bytes: a smaller chunk would spill into the next member's slot.
+    return "its chunk of " + std::to_string(header.chunk_bytes) + " bytes is too small for " +
+           std::to_string(members) + " members (at least " + std::to_string(kAlign) +
+           " bytes each: raise C10D_FUNC_SHM_CHUNK_BYTES)";
+  }
   if (header.region_bytes > kMaxRegionBytes || header.region_bytes % 4096 != 0) {
     return "its region of " + std::to_string(header.region_bytes) + " bytes is out of bounds";
   }

@@ -11,6 +11,12 @@
 #include <vector>
 
 namespace c10d_func::shm {
+namespace {
+
+// No split is larger (256 TiB, as the direct path's directory): a larger one is not a real size.
+constexpr uint64_t kMostSplitBytes = uint64_t{1} << 48;
+
+}  // namespace
 
 void Slots::reduce_all(const at::Tensor& output, const at::Tensor& input, ReduceOp op,
                        ReduceOp asked) {
@@ -63,6 +69,43 @@ void Slots::reduce_all(const at::Tensor& output, const at::Tensor& input, Reduce
   }
 }
 
+void Slots::check_pairs(int set) const {
+  // Read once into private memory, each bounded, then every pair compared by every member, so
+  // all fail together: the slots carry no sizes of their own, and a receiver expecting another
+  // size than its sender sends would read stale bytes (or leave some unread) without a word.
+  std::vector<uint64_t> sizes(static_cast<size_t>(2 * size_ * size_));
+  for (int64_t m = 0; m < size_; ++m) {
+    std::memcpy(sizes.data() + 2 * size_ * m, slot(set, m), 2 * size_ * sizeof(uint64_t));
+  }
+  const auto sends = [&](int64_t from, int64_t to) { return sizes[2 * size_ * from + to]; };
+  const auto expects = [&](int64_t to, int64_t from) {
+    return sizes[2 * size_ * to + size_ + from];
+  };
+  for (int64_t from = 0; from < size_; ++from) {
+    for (int64_t to = 0; to < size_; ++to) {
+      for (const uint64_t value : {sends(from, to), expects(from, to)}) {
+        const std::string wrong = check_count(static_cast<int64_t>(value), kMostSplitBytes);
+        if (!wrong.empty()) {
+          sync_.fail("all_to_all", sync_.name_of(from) + " published a bad split length: " + wrong +
+                                       " (a corrupted or version-skewed peer)");
+        }
+      }
+    }
+  }
+  for (int64_t from = 0; from < size_; ++from) {
+    for (int64_t to = 0; to < size_; ++to) {
+      if (sends(from, to) != expects(to, from)) {
+        sync_.fail("all_to_all", "split sizes disagree: " + sync_.name_of(from) + " sends " +
+                                     std::to_string(sends(from, to)) + " bytes to " +
+                                     sync_.name_of(to) + ", which expects " +
+                                     std::to_string(expects(to, from)) +
+                                     " (output_split_sizes on one member must match "
+                                     "input_split_sizes on the others)");
+      }
+    }
+  }
+}
+
 void Slots::all_to_all(const at::Tensor& output, const at::Tensor& input, size_t row,
                        size_t out_row, const std::vector<int64_t>& output_split_sizes,
                        const std::vector<int64_t>& input_split_sizes) {
@@ -79,10 +122,14 @@ void Slots::all_to_all(const at::Tensor& output, const at::Tensor& input, size_t
     rounds = std::max({rounds, (send[m] + piece - 1) / piece, (recv[m] + piece - 1) / piece});
   }
   sync_.begin(OpCode::kAllToAll, 0);
-  // What a member sends itself is copied directly, not through the segment.
-  std::memcpy(bytes_of(output) + recv_at[rank_], bytes_of(input) + send_at[rank_],
-              std::min(send[rank_], recv[rank_]));
-  // Members know only their own sends and receives: agree on the number of rounds.
+  // Members know only their own sends and receives: agree on the number of rounds, and show
+  // every member what each sends and expects (in this member's slot of a set of its own).
+  const int sizes_set = next_set();
+  auto* const shown = reinterpret_cast<uint64_t*>(slot(sizes_set, rank_));
+  for (int64_t m = 0; m < size_; ++m) {
+    shown[m] = send[m];
+    shown[size_ + m] = recv[m];
+  }
   const int parity = sync_.parity();
   // A member's rounds cover at most 256 TiB in pieces: a larger count is not a real one.
   const uint64_t most_rounds = (uint64_t{1} << 48) / piece;
@@ -103,6 +150,9 @@ void Slots::all_to_all(const at::Tensor& output, const at::Tensor& input, size_t
     }
     rounds = std::max(rounds, static_cast<size_t>(theirs));
   }
+  check_pairs(sizes_set);
+  // What a member sends itself is copied directly, not through the segment.
+  std::memcpy(bytes_of(output) + recv_at[rank_], bytes_of(input) + send_at[rank_], send[rank_]);
   const auto began = std::chrono::steady_clock::now();
   for (size_t round = 0; round < rounds; ++round) {
     sync_.check_within_timeout("all_to_all", began);

@@ -33,12 +33,17 @@ class Slots {
   void reduce_all(const at::Tensor& output, const at::Tensor& input, ReduceOp op, ReduceOp asked);
 
   // all_to_all in rounds of a slot through the slots; `row`/`out_row`: the bytes of a dim-0 row
-  // of `input`/`output`. The members agree on the number of rounds (each checks the others').
+  // of `input`/`output`. The members agree on the number of rounds (each checks the others'),
+  // and every member checks that what each sends each is what that one expects.
   void all_to_all(const at::Tensor& output, const at::Tensor& input, size_t row, size_t out_row,
                   const std::vector<int64_t>& output_split_sizes,
                   const std::vector<int64_t>& input_split_sizes);
 
  private:
+  // Fails the collective on every member when the sizes the members showed in their slots of
+  // `set` (each member's sends, then its receives, per member) are out of bounds or do not pair.
+  void check_pairs(int set) const;
+
   char* data_;
   size_t chunk_;
   int64_t rank_;
