@@ -324,15 +324,16 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::alltoall_base(at::Tensor& output, at
   auto out_splits = row_splits(kOp, output_split_sizes, output, "output", options_.size);
   auto in_splits = row_splits(kOp, input_split_sizes, input, "input", options_.size);
   // On flat buffers a split counts elements: rows times the elements of a row (the shape past
-  // dim 0, which an empty tensor also carries).
+  // dim 0, which an empty tensor also carries), each tensor's own, as Gloo counts them: an
+  // output of other rows than the input's (a flat output for a [n, d] input, a complex input
+  // torch views as [n, 2] beside a real output, an empty output on a member that receives
+  // nothing) takes the same elements. Whether each pair's elements match is the transports'
+  // check, as for any split sizes.
   const auto row_numel = [](const at::Tensor& tensor) {
     return tensor.dim() < 2 ? int64_t{1} : c10::multiply_integers(tensor.sizes().slice(1));
   };
-  const int64_t row = row_numel(input);
-  TORCH_CHECK(row == row_numel(output), kPrefix, kOp, ": rows of 'output' (", row_numel(output),
-              " elements) and 'input' (", row, " elements) differ");
-  for (auto& size : out_splits) size *= row;
-  for (auto& size : in_splits) size *= row;
+  for (auto& size : out_splits) size *= row_numel(output);
+  for (auto& size : in_splits) size *= row_numel(input);
   auto comm = communicator(input.device(), kOp);
   at::Tensor buffer = flat(output, /*fill=*/false);
   auto done = settle(comm->all_to_all(buffer, flat(input, true), out_splits, in_splits),
@@ -344,11 +345,13 @@ c10::intrusive_ptr<c10d::Work> FuncBackend::alltoall(std::vector<at::Tensor>& ou
                                                      std::vector<at::Tensor>& inputs,
                                                      const c10d::AllToAllOptions& opts) {
   constexpr std::string_view kOp = "all_to_all";
-  TORCH_CHECK(static_cast<int64_t>(outputs.size()) == options_.size &&
-                  static_cast<int64_t>(inputs.size()) == options_.size,
-              kPrefix, kOp, ": arguments 'output_tensor_list' and 'input_tensor_list' must hold ",
-              "one tensor per rank (", options_.size, "), got ", outputs.size(), " and ",
-              inputs.size());
+  // Gloo's phrases, output first.
+  TORCH_CHECK(static_cast<int64_t>(outputs.size()) == options_.size, kPrefix, kOp,
+              ": output tensor list size ", outputs.size(), " does not match world size ",
+              options_.size, " (argument 'output_tensor_list')");
+  TORCH_CHECK(static_cast<int64_t>(inputs.size()) == options_.size, kPrefix, kOp,
+              ": input tensor list size ", inputs.size(), " does not match world size ",
+              options_.size, " (argument 'input_tensor_list')");
   for (size_t i = 0; i < inputs.size(); ++i) {
     check_like(kOp, inputs[i], inputs[0], "input_tensor_list", inputs[i].numel(), i);
     check_like(kOp, outputs[i], inputs[0], "output_tensor_list", outputs[i].numel(), i);

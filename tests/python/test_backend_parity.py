@@ -131,6 +131,8 @@ def error_rows(rank: int, world_size: int) -> list[tuple[str, Callable[[Any], An
         ("alltoall_base splits not one per rank", lambda b: b.alltoall_base(torch.empty(ws), torch.ones(ws), [], [1] * (ws + 1), _opts("AllToAllOptions")), "Number of tensor splits not equal to group size"),
         ("alltoall_base splits not summing to dim 0", lambda b: b.alltoall_base(torch.empty(ws), torch.ones(ws), [], [ws] + [1] * (ws - 1), _opts("AllToAllOptions")), "Split sizes doesn't match total dim 0 size"),
         ("alltoall_base dim 0 not divisible", lambda b: b.alltoall_base(torch.empty(ws + 1), torch.ones(ws + 1), [], [], _opts("AllToAllOptions")), "Tensor's dim 0 does not divide equally across group size"),
+        ("alltoall output list not one per rank", lambda b: b.alltoall([torch.empty(1)] * (ws + 1), [one] * ws, _opts("AllToAllOptions")), f"output tensor list size {ws + 1} does not match world size {ws}"),
+        ("alltoall input list not one per rank", lambda b: b.alltoall([torch.empty(2)] * ws, [one] * (ws - 1), _opts("AllToAllOptions")), f"input tensor list size {ws - 1} does not match world size {ws}"),
         ("send of two tensors", lambda b: b.send([one, one], peer, 0), "takes a single tensor"),
         ("send with a negative tag", lambda b: b.send([one], peer, -1), "Tag must be nonnegative"),
     ]  # fmt: skip
@@ -169,6 +171,65 @@ def body_errors(rank: int, world_size: int) -> list[str]:
 
 def test_argument_checks_raise_as_gloo_does(parity_pool):
     assert_no_failures(parity_pool.run(body_errors))
+
+
+# ---------------------------------------------------------------------- all_to_all_single shapes
+
+
+def body_all_to_all_shapes(rank: int, world_size: int) -> list[str]:
+    # Gloo counts an all_to_all_single's split sizes in each tensor's own rows, so input and
+    # output may have rows of other shapes with the same elements: a flat output for a [2 n, 3]
+    # input, a complex input (which torch views as [n, 2]) beside a real output, and an empty
+    # 1-D output on a member that receives nothing while its input is [k, 4]. Both backends
+    # must run them and give the reference.
+    check = Check(rank)
+    groups = both_groups()
+    ws = world_size
+    x = make_input(rank, (2 * ws, 3), torch.float32, 21)
+    flat_expected = torch.cat(
+        [
+            make_input(j, (2 * ws, 3), torch.float32, 21).flatten()[6 * rank : 6 * rank + 6]
+            for j in range(ws)
+        ]
+    )
+    z = torch.complex(
+        make_input(rank, (ws,), torch.float32, 22), make_input(rank, (ws,), torch.float32, 23)
+    )
+    complex_expected = torch.cat(
+        [
+            torch.view_as_real(
+                torch.complex(
+                    make_input(j, (ws,), torch.float32, 22), make_input(j, (ws,), torch.float32, 23)
+                )
+            ).flatten()[2 * rank : 2 * rank + 2]
+            for j in range(ws)
+        ]
+    )
+    # Every member sends one row to every member but rank 0, which receives nothing.
+    rows = [0] + [1] * (ws - 1)
+    y = make_input(rank, (ws - 1, 4), torch.float32, 24)
+    empty_expected = (
+        torch.empty(0)
+        if rank == 0
+        else torch.stack(
+            [make_input(j, (ws - 1, 4), torch.float32, 24)[rank - 1] for j in range(ws)]
+        )
+    )
+    for name, group in groups.items():
+        out = torch.empty(6 * ws)
+        dist.all_to_all_single(out, x, group=group)
+        check.same(f"{name}: [2 n, 3] into a flat output", out, flat_expected)
+        out = torch.empty(2 * ws)
+        dist.all_to_all_single(out, z, group=group)
+        check.same(f"{name}: complex input into a real output", out, complex_expected)
+        out = torch.empty(0) if rank == 0 else torch.empty(ws, 4)
+        dist.all_to_all_single(out, y, [0] * ws if rank == 0 else [1] * ws, rows, group=group)
+        check.same(f"{name}: an empty 1-D output where nothing is received", out, empty_expected)
+    return check.failures
+
+
+def test_all_to_all_single_with_rows_of_other_shapes_as_on_gloo(parity_pool):
+    assert_no_failures(parity_pool.run(body_all_to_all_shapes))
 
 
 # ------------------------------------------------------------------------------------- sparse
