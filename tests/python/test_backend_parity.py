@@ -232,6 +232,24 @@ def test_all_to_all_single_with_rows_of_other_shapes_as_on_gloo(parity_pool):
     assert_no_failures(parity_pool.run(body_all_to_all_shapes))
 
 
+def test_all_to_all_single_of_one_member_refuses_elements_that_differ():
+    # A group of one (c10d_func's local copy) sends itself what it expects from itself, as
+    # Gloo enforces: an output of other elements than the input raises (before, with rows of
+    # other shapes allowed, an empty input left a 3-element output unwritten, no error).
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        ours = dist.new_group(backend="c10d_func")
+        for group in (None, ours):
+            for out, x in ((torch.empty(3), torch.empty(0, 4)), (torch.empty(5), torch.ones(2, 3))):
+                with pytest.raises((RuntimeError, ValueError)):
+                    dist.all_to_all_single(out, x, group=group)
+            out = torch.empty(6)
+            dist.all_to_all_single(out, torch.arange(6.0).view(2, 3), group=group)
+            assert torch.equal(out, torch.arange(6.0)), out
+    finally:
+        dist.destroy_process_group()
+
+
 # ------------------------------------------------------------------------------------- sparse
 
 SPARSE_DTYPES = [torch.float32, torch.float64, torch.int32, torch.int64, torch.int8, torch.uint8]

@@ -15,7 +15,10 @@ namespace c10d_func::rail {
 namespace {
 
 // "c10dRL" and the protocol's version: a peer of another version is refused by its magic.
-constexpr std::array<uint8_t, 8> kMagic = {'c', '1', '0', 'd', 'R', 'L', '0', '1'};
+// The protocol's version is its last two characters: 02 since a message's header (RailHeader)
+// carries an all_to_all's part layouts (48 bytes, was 32), so an older library is refused at the
+// hello instead of reading a newer one's header as payload.
+constexpr std::array<uint8_t, 8> kMagic = {'c', '1', '0', 'd', 'R', 'L', '0', '2'};
 // The longest numeric address (an IPv6 address with a zone index) a record may hold.
 constexpr size_t kMaxHostChars = 64;
 

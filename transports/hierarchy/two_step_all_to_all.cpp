@@ -130,21 +130,19 @@ int64_t most_crossing_in_two_steps(int64_t hosts, int64_t per_host) {
   return 2 * per_host * kTwoStepAllToAllBytes * (hosts - 1) / hosts;
 }
 
-// Between hosts, over this member's rail, before a call that may go to flat Gloo: each host's
-// crossing, and the sizes every member of this host sends to and expects from every member of the
-// other host, so that every member of both hosts checks every pair between them (a c10::ValueError
-// naming the first that does not pair up, on all of them). Returns the largest crossing of any
-// host: every member of every host receives the same ones. Between more than two hosts, a host
-// whose own pairs match hears of the others': in one more small exchange where the call would go
-// to Gloo (none goes on to Gloo alone, which would wait for its peers until the timeout), else
-// through the refusal the failing members send it (the caller's). `in_exchange`: set while an
-// exchange on the link is under way.
-int64_t compare_between_hosts(const HostAllToAll& host, const HostPlacement& placement,
-                              int64_t rank, const std::vector<int64_t>& ranks, int64_t per_host,
-                              int64_t bound, RailLink& link, bool& in_exchange) {
+// Between hosts, over this member's rail, before a call goes to flat Gloo: the sizes every
+// member of this host sends to and expects from every member of the other hosts, so that every
+// member of two hosts checks every pair between them and all fail together (a c10::ValueError
+// naming the first that does not pair up), where Gloo would wait for its peers until the
+// timeout or abort the process. Between more than two hosts, a host whose own pairs match hears
+// of the others' in one more small exchange. `in_exchange`: set while an exchange on the link is
+// under way. Sends (1 + 2 per_host^2) * 8 bytes to each other host.
+void compare_between_hosts(const HostAllToAll& host, const HostPlacement& placement, int64_t rank,
+                           const std::vector<int64_t>& ranks, int64_t per_host, RailLink& link,
+                           bool& in_exchange) {
   const auto hosts = static_cast<int64_t>(placement.hosts.size());
   const int64_t here = placement.host_of[rank];
-  const int64_t values = 1 + 2 * per_host * per_host;
+  const int64_t values = 2 * per_host * per_host;
   std::vector<at::Tensor> to_hosts(hosts), from_hosts(hosts);
   for (int64_t h = 0; h < hosts; ++h) {
     if (h == here) {
@@ -153,12 +151,11 @@ int64_t compare_between_hosts(const HostAllToAll& host, const HostPlacement& pla
     to_hosts[h] = at::empty({values}, at::kLong);
     from_hosts[h] = at::empty({values}, at::kLong);
     int64_t* const out = to_hosts[h].data_ptr<int64_t>();
-    out[0] = host.crossing;
     for (int64_t l = 0; l < per_host; ++l) {
       for (int64_t m = 0; m < per_host; ++m) {
         const int64_t theirs = placement.hosts[h][m];
-        out[1 + l * per_host + m] = host.sends[l][theirs];
-        out[1 + per_host * per_host + l * per_host + m] = host.receives[l][theirs];
+        out[l * per_host + m] = host.sends[l][theirs];
+        out[per_host * per_host + l * per_host + m] = host.receives[l][theirs];
       }
     }
   }
@@ -175,20 +172,19 @@ int64_t compare_between_hosts(const HostAllToAll& host, const HostPlacement& pla
            ": split sizes that do not pair up (C10D_FUNC_DEBUG=DETAIL names the ranks)";
   };
   std::optional<std::string> found;  // the first pair that does not match
-  int64_t largest = host.crossing;
   for (int64_t h = 0; h < hosts && !found; ++h) {
     if (h == here) {
       continue;
     }
-    // Their member l (of host h) and this host's member m; every value compared with one this
-    // host shared, so only the crossing is taken as it came.
+    // Their member l (of host h) and this host's member m; every value is compared with one this
+    // host shared, so none is used as it came.
     const int64_t* const in = from_hosts[h].data_ptr<int64_t>();
     for (int64_t l = 0; l < per_host && !found; ++l) {
       for (int64_t m = 0; m < per_host && !found; ++m) {
         const int64_t theirs = placement.hosts[h][l];
         const int64_t ours = placement.hosts[here][m];
-        const int64_t sends = in[1 + l * per_host + m];
-        const int64_t expects = in[1 + per_host * per_host + l * per_host + m];
+        const int64_t sends = in[l * per_host + m];
+        const int64_t expects = in[per_host * per_host + l * per_host + m];
         if (sends != host.receives[m][theirs]) {
           found = unpaired(theirs, ours, sends, host.receives[m][theirs]);
         } else if (expects != host.sends[m][theirs]) {
@@ -196,16 +192,10 @@ int64_t compare_between_hosts(const HostAllToAll& host, const HostPlacement& pla
         }
       }
     }
-    if (!found && in[0] < 0) {
-      found = "all_to_all: " + member(placement.hosts[h][0]) +
-              "'s host sent a negative count of bytes crossing between hosts (" +
-              std::to_string(in[0]) + ")";
-    }
-    largest = std::max(largest, in[0]);
   }
   // Between two hosts both found the same pairs.
   bool anywhere = found.has_value();
-  if (hosts > 2 && largest > bound) {
+  if (hosts > 2) {
     const at::Tensor flag = at::full({1}, static_cast<int64_t>(anywhere), at::kLong);
     StepDetail sizes(kAllToAllSizesDetail);
     in_exchange = true;
@@ -217,7 +207,6 @@ int64_t compare_between_hosts(const HostAllToAll& host, const HostPlacement& pla
   TORCH_CHECK_VALUE(!anywhere,
                     "all_to_all: members on other hosts send or expect sizes that do not pair up "
                     "(their errors name them; C10D_FUNC_DEBUG=DETAIL names the ranks)");
-  return largest;
 }
 
 // The two steps: this member's parts from `sends` into the members' `receives` (parts_of;
@@ -346,15 +335,21 @@ void all_to_all_across_hosts(const at::Tensor& output, const at::Tensor& input,
     // Between two hosts, each host's crossing is the other's when the split sizes pair up, so a
     // host at most at the bound goes to the steps at once (they compare each rail's parts); one
     // above it first compares every pair with the other host (the other host, if it went to the
-    // steps, fails on that exchange, and this one on its). Between more, every host compares,
-    // and all take the path of the largest crossing.
+    // steps, fails on that exchange, and this one on its). Between more, the rails first agree
+    // on the largest crossing (one small exchange, all with the same values), and all compare
+    // or none.
     const int64_t bound = most_crossing_in_two_steps(hosts, per_host);
     int64_t crossing = host.crossing;
-    if (hosts > 2 || crossing > bound) {
-      crossing =
-          compare_between_hosts(host, placement, rank, ranks, per_host, bound, link, in_exchange);
+    if (hosts > 2) {
+      const at::Tensor largest = at::full({1}, crossing, at::kLong);
+      in_exchange = true;
+      link.all_reduce(largest, ReduceOp::kMax);
+      in_exchange = false;
+      crossing = largest.item<int64_t>();
     }
-    if (crossing <= bound) {
+    if (crossing > bound) {
+      compare_between_hosts(host, placement, rank, ranks, per_host, link, in_exchange);
+    } else {
       all_to_all_in_two_steps(sends, receives, host, placement, rank, local, link, in_exchange);
       return;
     }

@@ -29,8 +29,13 @@ class SoloCommunicator final : public Communicator {
   Completion reduce_scatter(const at::Tensor& output, const at::Tensor& input, ReduceOp) override {
     return copied(output, input);
   }
-  Completion all_to_all(const at::Tensor& output, const at::Tensor& input, std::vector<int64_t>,
-                        std::vector<int64_t>) override {
+  Completion all_to_all(const at::Tensor& output, const at::Tensor& input,
+                        std::vector<int64_t> output_split_sizes,
+                        std::vector<int64_t> input_split_sizes) override {
+    // The one member sends itself what it expects from itself, as every transport checks.
+    TORCH_CHECK_VALUE(output_split_sizes == input_split_sizes, "all_to_all: this member sends ",
+                      "itself ", input_split_sizes, " and expects ", output_split_sizes,
+                      ": split sizes that do not pair up");
     return copied(output, input);
   }
   Completion broadcast(const at::Tensor&, int64_t) override { return completed(); }

@@ -46,11 +46,11 @@ def listening_ports() -> set[tuple[int, str, int]]:
 
 def payload(kind: int) -> bytes:
     if kind == 0:  # a well-formed hello of the right protocol with a guessed secret
-        return b"c10dRL01" + struct.pack("<qQ", 1, 0) + os.urandom(32)
+        return b"c10dRL02" + struct.pack("<qQ", 1, 0) + os.urandom(32)
     if kind == 1:  # random bytes (their first 8 are a random sequence number to Gloo)
         return os.urandom(56)
     if kind == 2:  # a truncated hello
-        return b"c10dRL01" + os.urandom(5)
+        return b"c10dRL02" + os.urandom(5)
     return b""  # nothing: held open
 
 
