@@ -136,7 +136,7 @@ int64_t most_crossing_in_two_steps(int64_t hosts, int64_t per_host) {
 // naming the first that does not pair up), where Gloo would wait for its peers until the
 // timeout or abort the process. Between more than two hosts, a host whose own pairs match hears
 // of the others' in one more small exchange. `in_exchange`: set while an exchange on the link is
-// under way. Sends (1 + 2 per_host^2) * 8 bytes to each other host.
+// under way. Sends 2 per_host^2 * 8 bytes to each other host.
 void compare_between_hosts(const HostAllToAll& host, const HostPlacement& placement, int64_t rank,
                            const std::vector<int64_t>& ranks, int64_t per_host, RailLink& link,
                            bool& in_exchange) {
