@@ -7,7 +7,6 @@
 #include <ATen/ATen.h>
 #include <c10/util/accumulate.h>
 
-#include <algorithm>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -269,8 +268,8 @@ void all_to_all_in_two_steps(const std::vector<at::Tensor>& sends,
   }
   // From host h, its members' parts for this member in local order: straight into the output
   // where their places follow one another there (members numbered host by host), else through a
-  // buffer.
-  // Each rail's payload is several members' parts back to back: their sizes are compared too.
+  // buffer. Each way, the payload is several members' parts back to back, whose sizes the
+  // headers compare too (layouts).
   PartLayouts layouts{std::vector<uint64_t>(hosts, 0), std::vector<uint64_t>(hosts, 0)};
   std::vector<bool> in_place(hosts, false);
   for (int64_t h = 0; h < hosts; ++h) {

@@ -50,6 +50,29 @@ std::string check_placement(int64_t exposed, uint64_t bytes, bool cross_memory,
 // A byte count a peer published (an all_to_all split, a number of rounds): within [0, most].
 std::string check_count(int64_t value, uint64_t most);
 
+// The longest all_to_all split a member may publish (256 TiB): far above any real one, and low
+// enough that a member's sum of them cannot overflow.
+constexpr uint64_t kMaxSplitBytes = uint64_t{1} << 48;
+
+// An all_to_all's split sizes as its `members` published them (each already bounded with
+// check_count): `sends(from, to)`, the bytes `from` sends `to`, and `expects(to, from)`, the bytes
+// `to` expects from `from`. The first pair that differs, worded with `name_of(member)`.
+template <typename Sends, typename Expects, typename Name>
+std::string unpaired_splits(int64_t members, const Sends& sends, const Expects& expects,
+                            const Name& name_of) {
+  for (int64_t from = 0; from < members; ++from) {
+    for (int64_t to = 0; to < members; ++to) {
+      if (sends(from, to) != expects(to, from)) {
+        return "split sizes disagree: " + name_of(from) + " sends " +
+               std::to_string(sends(from, to)) + " bytes to " + name_of(to) + ", which expects " +
+               std::to_string(expects(to, from)) +
+               " (output_split_sizes on one member must match input_split_sizes on the others)";
+      }
+    }
+  }
+  return {};
+}
+
 // A peer's failure text: at most `capacity` bytes, read up to its first NUL.
 std::string bounded_text(const char* text, size_t capacity);
 

@@ -18,9 +18,6 @@ namespace {
 constexpr size_t kPieceBytes = size_t{256} << 10;
 // A pipelined copy (broadcast) takes at most this many steps.
 constexpr size_t kMaxPieces = 64;
-// The longest split any directory entry may claim (256 TiB): far above any real one, and low
-// enough that a member's sum of them cannot overflow.
-constexpr uint64_t kMaxSplitBytes = uint64_t{1} << 48;
 
 bool everyone(int64_t) {
   return true;
@@ -272,18 +269,12 @@ bool DirectCollectives::all_to_all(const at::Tensor& output, const at::Tensor& i
       }
     }
   }
-  for (int64_t from = 0; from < n; ++from) {
-    for (int64_t to = 0; to < n; ++to) {
-      if (checked(from, to)[1] != checked(to, from)[2]) {
-        members_.fail("all_to_all",
-                      "split sizes disagree: " + members_.name_of(from) + " sends " +
-                          std::to_string(checked(from, to)[1]) + " bytes to " +
-                          members_.name_of(to) + ", which expects " +
-                          std::to_string(checked(to, from)[2]) +
-                          " (output_split_sizes on one member must match input_split_sizes on "
-                          "the others)");
-      }
-    }
+  const std::string unpaired = unpaired_splits(
+      n, [&](int64_t from, int64_t to) { return checked(from, to)[1]; },
+      [&](int64_t to, int64_t from) { return checked(to, from)[2]; },
+      [&](int64_t member) { return members_.name_of(member); });
+  if (!unpaired.empty()) {
+    members_.fail("all_to_all", unpaired);
   }
   for (int64_t m = 0; m < n; ++m) {
     uint64_t receives = 0;  // at most n * kMaxSplitBytes: no overflow

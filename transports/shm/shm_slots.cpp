@@ -11,12 +11,6 @@
 #include <vector>
 
 namespace c10d_func::shm {
-namespace {
-
-// No split is larger (256 TiB, as the direct path's directory): a larger one is not a real size.
-constexpr uint64_t kMostSplitBytes = uint64_t{1} << 48;
-
-}  // namespace
 
 void Slots::reduce_all(const at::Tensor& output, const at::Tensor& input, ReduceOp op,
                        ReduceOp asked) {
@@ -84,7 +78,7 @@ void Slots::check_pairs(int set) const {
   for (int64_t from = 0; from < size_; ++from) {
     for (int64_t to = 0; to < size_; ++to) {
       for (const uint64_t value : {sends(from, to), expects(from, to)}) {
-        const std::string wrong = check_count(static_cast<int64_t>(value), kMostSplitBytes);
+        const std::string wrong = check_count(static_cast<int64_t>(value), kMaxSplitBytes);
         if (!wrong.empty()) {
           sync_.fail("all_to_all", sync_.name_of(from) + " published a bad split length: " + wrong +
                                        " (a corrupted or version-skewed peer)");
@@ -92,17 +86,10 @@ void Slots::check_pairs(int set) const {
       }
     }
   }
-  for (int64_t from = 0; from < size_; ++from) {
-    for (int64_t to = 0; to < size_; ++to) {
-      if (sends(from, to) != expects(to, from)) {
-        sync_.fail("all_to_all", "split sizes disagree: " + sync_.name_of(from) + " sends " +
-                                     std::to_string(sends(from, to)) + " bytes to " +
-                                     sync_.name_of(to) + ", which expects " +
-                                     std::to_string(expects(to, from)) +
-                                     " (output_split_sizes on one member must match "
-                                     "input_split_sizes on the others)");
-      }
-    }
+  const std::string unpaired =
+      unpaired_splits(size_, sends, expects, [&](int64_t member) { return sync_.name_of(member); });
+  if (!unpaired.empty()) {
+    sync_.fail("all_to_all", unpaired);
   }
 }
 
